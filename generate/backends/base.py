@@ -1,0 +1,92 @@
+"""The model interface every backend implements: a batch of chat requests in, completions out.
+
+Backends only translate requests to one engine. Retries, timeouts and concurrency live in
+`generate.backends.model.Model`, the single wrapper every caller goes through.
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Decoding settings; identical across compared frameworks by construction (one per run)."""
+
+    max_new_tokens: int = 400
+    temperature: float = 0.9
+    top_p: float = 0.9
+
+
+@dataclass
+class ChatRequest:
+    """One stateless chat call.
+
+    Attributes:
+        messages: OpenAI-style `[{"role", "content"}]` list.
+        params: decoding settings.
+        seed: per-request seed, derived by the caller from the run seed and the request's place.
+        logprobs: None for no logprobs; k >= 0 to return each generated token's logprob and its k
+            most likely alternatives (the judge's `logprob` mode reads digit probabilities).
+        prefill: text the assistant turn starts with (e.g. "Score:"); backends that cannot
+            prefill ignore it and the caller must cope (see `supports_prefill`).
+    """
+
+    messages: list[dict[str, str]]
+    params: SamplingParams = field(default_factory=SamplingParams)
+    seed: int | None = None
+    logprobs: int | None = None
+    prefill: str | None = None
+
+
+@dataclass
+class TokenLogprob:
+    token: str
+    logprob: float
+    top: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class Completion:
+    text: str
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    finish_reason: str | None = None
+    logprobs: list[TokenLogprob] | None = None
+
+
+class TransientBackendError(Exception):
+    """A failure worth retrying: rate limit, 5xx, timeout, dropped connection."""
+
+
+class Backend(abc.ABC):
+    """One inference engine.
+
+    Attributes:
+        batch_size: requests per `generate` call (local engines batch them on the device);
+            1 for servers, whose parallelism comes from `max_concurrency` concurrent calls.
+        max_concurrency: how many `generate` calls may be in flight at once.
+        timeout: seconds one `generate` call may take before it counts as failed (None: no
+            limit, for local engines whose threads cannot be cancelled anyway).
+        supports_prefill: whether `ChatRequest.prefill` is honoured.
+    """
+
+    batch_size: int = 1
+    max_concurrency: int = 1
+    timeout: float | None = None
+    supports_prefill: bool = False
+
+    def __init__(self, model: str):
+        self.model = model
+
+    @abc.abstractmethod
+    async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        """Run a batch of requests; raise TransientBackendError for retryable failures."""
+
+    def describe(self) -> dict:
+        """What the manifest records about this backend (never credentials)."""
+        return {"backend": type(self).__name__, "model": self.model}
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release engine resources."""

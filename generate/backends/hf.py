@@ -1,0 +1,155 @@
+"""transformers backend: batched, left-padded generation with the model's chat template.
+
+Also offers teacher-forced scoring (`score`), which the surprisal metric needs and which
+chat APIs cannot give.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from pathlib import Path
+
+import torch
+
+from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
+from generate.cli import UsageError
+
+log = logging.getLogger(__name__)
+
+
+def cpu_supports_bf16() -> bool:
+    """bf16 matmuls are fast only with native support (AVX512-BF16 / AMX); else use fp32."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return "avx512_bf16" in flags or "amx_bf16" in flags
+
+
+def pick_dtype(dtype: str, device: str) -> torch.dtype:
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    if device.startswith("cuda"):
+        return torch.bfloat16
+    return torch.bfloat16 if cpu_supports_bf16() else torch.float32
+
+
+class HFBackend(Backend):
+    """Local transformers model; one engine call runs a whole batch."""
+
+    supports_prefill = True
+
+    def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None):
+        super().__init__(model)
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        self.batch_size = batch_size
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.dtype = pick_dtype(dtype, self.device)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
+            self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=self.dtype).to(self.device).eval()
+        except OSError as exc:
+            raise UsageError(f"cannot load hf model {model!r}: {str(exc).splitlines()[0]}") from None
+        if self.tokenizer.pad_token_id is None:
+            self.tokenizer.pad_token = self.tokenizer.eos_token
+        self._lock = threading.Lock()  # one forward pass at a time: torch already uses every core
+
+    def describe(self) -> dict:
+        return {**super().describe(), "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
+                "batch_size": self.batch_size}
+
+    def render(self, req: ChatRequest) -> str:
+        text = self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
+        return text + (req.prefill or "")
+
+    async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        return await asyncio.to_thread(self._generate, requests)
+
+    @torch.inference_mode()
+    def _generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        params, want = requests[0].params, requests[0].logprobs
+        enc = self.tokenizer([self.render(r) for r in requests], return_tensors="pt", padding=True,
+                             add_special_tokens=False).to(self.device)
+        kwargs = {"max_new_tokens": params.max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id,
+                  "return_dict_in_generate": True, "output_logits": want is not None}
+        if params.temperature > 0:
+            kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
+        else:
+            kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
+        with self._lock:
+            if requests[0].seed is not None:
+                torch.manual_seed(requests[0].seed)
+            out = self.lm.generate(**enc, **kwargs)
+        new = out.sequences[:, enc["input_ids"].shape[1]:]
+        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
+        logprobs = torch.log_softmax(torch.stack(out.logits, dim=1).float(), dim=-1) if want is not None else None
+        results = []
+        for i, row in enumerate(new.tolist()):
+            n = next((j for j, t in enumerate(row) if t in stop), len(row))
+            comp = Completion(
+                text=self.tokenizer.decode(row[:n], skip_special_tokens=True),
+                prompt_tokens=int(prompt_lens[i]), completion_tokens=n,
+                finish_reason="stop" if n < len(row) else "length")
+            if logprobs is not None:
+                comp.logprobs = self._token_logprobs(row[:max(n, 1)], logprobs[i], want)
+            results.append(comp)
+        return results
+
+    def _token_logprobs(self, ids: list[int], lp: torch.Tensor, k: int) -> list[TokenLogprob]:
+        out = []
+        for t, tok in enumerate(ids):
+            top = {}
+            if k:
+                vals, idx = lp[t].topk(k)
+                top = {self.tokenizer.decode([j]): float(v) for v, j in zip(vals.tolist(), idx.tolist())}
+            out.append(TokenLogprob(self.tokenizer.decode([tok]), float(lp[t, tok]), top))
+        return out
+
+    @torch.inference_mode()
+    def score(self, pairs: list[tuple[list[dict[str, str]], str]], batch_size: int | None = None) -> list[list[float]]:
+        """Teacher-forced log-probabilities of each continuation's tokens after its chat prompt.
+
+        Args:
+            pairs: (messages, continuation) tuples; the continuation is scored as the assistant reply.
+            batch_size: sequences per forward pass (default: the backend's batch size).
+
+        Returns:
+            One list of natural-log token probabilities per pair.
+        """
+        size = batch_size or self.batch_size
+        results: list[list[float]] = [[] for _ in pairs]
+        encoded = []
+        for messages, cont in pairs:
+            prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+            p_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+            c_ids = self.tokenizer(cont, add_special_tokens=False)["input_ids"]
+            encoded.append((p_ids, c_ids))
+        order = sorted(range(len(pairs)), key=lambda i: len(encoded[i][0]) + len(encoded[i][1]))
+        pad = self.tokenizer.pad_token_id
+        for start in range(0, len(order), size):
+            idx = order[start:start + size]
+            seqs = [encoded[i][0] + encoded[i][1] for i in idx]
+            width = max(len(s) for s in seqs)
+            ids = torch.full((len(idx), width), pad, dtype=torch.long)
+            mask = torch.zeros((len(idx), width), dtype=torch.long)
+            for r, s in enumerate(seqs):  # right padding: positions stay aligned with the prompt
+                ids[r, :len(s)] = torch.tensor(s)
+                mask[r, :len(s)] = 1
+            with self._lock:
+                logits = self.lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
+            lp = torch.log_softmax(logits.float(), dim=-1)
+            for r, i in enumerate(idx):
+                p_len, c_len = len(encoded[i][0]), len(encoded[i][1])
+                if c_len == 0:
+                    continue
+                pos = torch.arange(p_len - 1, p_len + c_len - 1)
+                tgt = ids[r, p_len:p_len + c_len]
+                results[i] = lp[r, pos, tgt.to(lp.device)].tolist()
+        return results
+
+    def close(self) -> None:
+        self.lm = None

@@ -1,0 +1,116 @@
+"""Prompt datasets: SciFi-100's JSON format (aspect -> prompts) and JSONL `{"id","aspect","prompt"}`.
+
+SciFi-100 ids are stable: `<aspect slug>-<1-based index, 2 digits>`, e.g. `strong-voice-03`, so
+runs, splits and scores can be joined across machines.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from generate.cli import UsageError
+from generate.paths import CONFIG_DIR, cache_dir
+
+log = logging.getLogger(__name__)
+
+SCIFI100_URL = "https://raw.githubusercontent.com/weiyueli7/llm-review/main/datasets/SciFi/scientific_writing.json"
+NAMED = {"default": CONFIG_DIR / "datasets" / "default.jsonl"}
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    aspect: str
+    prompt: str
+
+
+def slug(text: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")
+
+
+def parse_scifi(data: object, source: str) -> list[Task]:
+    if not isinstance(data, dict) or not data:
+        raise UsageError(f"{source}: expected a JSON object of aspect -> list of prompts")
+    tasks = []
+    for aspect, prompts in data.items():
+        if not isinstance(prompts, list):
+            raise UsageError(f"{source}: aspect {aspect!r} must map to a list of prompts")
+        for i, prompt in enumerate(prompts, 1):
+            tasks.append(Task(f"{slug(aspect)}-{i:02d}", str(aspect), prompt))
+    return tasks
+
+
+def parse_jsonl(text: str, source: str) -> list[Task]:
+    tasks = []
+    for n, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            tasks.append(Task(str(row["id"]), str(row.get("aspect", "")), row["prompt"]))
+        except (json.JSONDecodeError, KeyError, TypeError):
+            raise UsageError(f"{source}:{n}: expected a JSON object with id, aspect and prompt") from None
+    return tasks
+
+
+def validate(tasks: list[Task], source: str) -> list[Task]:
+    if not tasks:
+        raise UsageError(f"{source}: the dataset has no prompts")
+    seen = set()
+    for t in tasks:
+        if not isinstance(t.prompt, str) or not t.prompt.strip():
+            raise UsageError(f"{source}: prompt {t.id!r} is empty")
+        if t.id in seen:
+            raise UsageError(f"{source}: duplicate prompt id {t.id!r}")
+        seen.add(t.id)
+    return tasks
+
+
+def load_file(path: Path) -> list[Task]:
+    if not path.is_file():
+        raise UsageError(f"dataset not found: {path}")
+    text = path.read_text(encoding="utf-8")
+    if path.suffix == ".jsonl":
+        return validate(parse_jsonl(text, str(path)), str(path))
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise UsageError(f"{path}: not valid JSON ({exc.msg}, line {exc.lineno})") from None
+    return validate(parse_scifi(data, str(path)), str(path))
+
+
+def resolve_scifi100() -> Path:
+    """A local copy (`SCIFI100_PATH`), else a cached download from the authors' repository."""
+    env = os.environ.get("SCIFI100_PATH")
+    if env:
+        return Path(env)
+    cached = cache_dir("datasets") / "scifi100.json"
+    if cached.is_file():
+        return cached
+    url = os.environ.get("SCIFI100_URL", SCIFI100_URL)
+    try:
+        with urllib.request.urlopen(url, timeout=20) as resp:  # noqa: S310 - fixed https URL
+            data = resp.read()
+        parse_scifi(json.loads(data), url)
+    except (OSError, ValueError, UsageError) as exc:
+        raise UsageError(f"scifi100: no local copy (set SCIFI100_PATH or pass a path) and the download "
+                         f"from {url} failed ({type(exc).__name__})") from None
+    cached.write_bytes(data)
+    log.info("downloaded SciFi-100 to %s", cached)
+    return cached
+
+
+def load_dataset(spec: str | Path) -> list[Task]:
+    """Load a dataset by name (`default`, `scifi100`) or path (.json SciFi format, .jsonl)."""
+    spec_str = str(spec)
+    if spec_str == "scifi100":
+        return load_file(resolve_scifi100())
+    if spec_str in NAMED:
+        return load_file(NAMED[spec_str])
+    return load_file(Path(spec_str))

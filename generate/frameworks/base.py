@@ -1,0 +1,121 @@
+"""What a framework is: a per-prompt protocol written as a generator of phases.
+
+A framework yields one `Step` per phase (all model calls it needs at that point) and receives
+the replies, in order. It never calls a model itself, so the runner can gather the steps of
+every prompt in a run and send them to the backend as one batch (phase-synchronous batching),
+and tests can drive a framework with scripted replies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Generator
+from dataclasses import dataclass, field
+
+from generate.cli import UsageError
+from generate.clean import clean_story
+from generate.datasets import Task
+from generate.prompts import PromptSet
+
+
+@dataclass
+class Call:
+    """One stateless model call: `agent` owns it (for cost accounting), `to` receives a review."""
+
+    agent: str
+    role: str  # write | review | advice | critique
+    messages: list[dict[str, str]]
+    to: str | None = None
+
+
+@dataclass
+class Step:
+    phase: str
+    calls: list[Call]
+
+
+@dataclass
+class Agent:
+    name: str
+    persona: str | None = None
+    drafts: list[str] = field(default_factory=list)
+    feedback: list[list[dict]] = field(default_factory=list)  # per revision round: [{"from", "text"}]
+    history: list[dict[str, str]] = field(default_factory=list)  # chat history (Debate, Discussion)
+
+    @property
+    def story(self) -> str:
+        return self.drafts[-1]
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Interaction structure, shared by every framework so comparisons are like for like."""
+
+    agents: int = 3
+    rounds: int = 3
+    review_sees: str = "latest"  # Review only: reviewers read peers' latest draft, or their first
+
+    def __post_init__(self) -> None:
+        if self.agents < 1 or self.rounds < 1:
+            raise UsageError("agents and rounds must be at least 1")
+        if self.review_sees not in ("latest", "first"):
+            raise UsageError("review_sees must be 'latest' or 'first'")
+
+
+Protocol = Generator[Step, list[str], list[Agent]]
+FrameworkFn = Callable[[Task, PromptSet, Settings], Protocol]
+FRAMEWORKS: dict[str, FrameworkFn] = {}
+
+
+def register(name: str) -> Callable[[FrameworkFn], FrameworkFn]:
+    def deco(fn: FrameworkFn) -> FrameworkFn:
+        FRAMEWORKS[name] = fn
+        return fn
+    return deco
+
+
+def get_framework(name: str) -> FrameworkFn:
+    if name not in FRAMEWORKS:
+        raise UsageError(f"unknown framework {name!r}; choose one of: {', '.join(sorted(FRAMEWORKS))}")
+    return FRAMEWORKS[name]
+
+
+def user(text: str) -> list[dict[str, str]]:
+    return [{"role": "user", "content": text}]
+
+
+def make_agents(prompts: PromptSet, n: int, personas: bool = True) -> list[Agent]:
+    if personas:
+        return [Agent(*prompts.persona(i)) for i in range(n)]
+    return [Agent(f"agent-{i + 1}") for i in range(n)]
+
+
+def add_drafts(agents: list[Agent], replies: list[str]) -> None:
+    for agent, reply in zip(agents, replies, strict=True):
+        agent.drafts.append(clean_story(reply))
+
+
+def story_block(story: str) -> str:
+    """Delimit a story so that its text reads as material, not as instructions."""
+    return f"<<<STORY\n{story}\nSTORY>>>"
+
+
+def peers_block(agents: list[Agent], exclude: Agent | None, label: str = "Story") -> str:
+    parts = [f"{label} {i}:\n{story_block(a.story)}" for i, a in enumerate(
+        (a for a in agents if a is not exclude), 1)]
+    return "\n\n".join(parts)
+
+
+def chat_rounds(agents: list[Agent], rounds: int, next_message: Callable[[int, Agent], str],
+                phase: str) -> Generator[Step, list[str], None]:
+    """Run `rounds` rounds of multi-turn chat; `next_message(round, agent)` builds the next user
+    turn from the previous round's stories (computed before anyone's history changes)."""
+    for rnd in range(rounds):
+        if rnd:
+            messages = [next_message(rnd, a) for a in agents]
+            for a, msg in zip(agents, messages):
+                a.history.append({"role": "user", "content": msg})
+        calls = [Call(a.name, "write", list(a.history)) for a in agents]
+        replies = yield Step(f"{phase}-{rnd + 1}", calls)
+        add_drafts(agents, replies)
+        for a in agents:
+            a.history.append({"role": "assistant", "content": a.story})

@@ -1,0 +1,59 @@
+"""LLM Review (arXiv 2601.08003): compose, blind peer review, private revision.
+
+Blindness is structural: a revision request is built only from the writer's own story, the
+prompt, its persona and the feedback addressed to it, so no peer story can reach a writer.
+Each review is its own call for one (reviewer, target) pair, so feedback is routed by
+construction rather than parsed out of a shared reply (the public code's regex routing drops
+or mis-routes feedback; see README, "Deviations").
+
+With R rounds there are R writing phases and R-1 review phases (the public code also runs a
+last review phase whose output nobody reads; we skip it).
+"""
+
+from __future__ import annotations
+
+import logging
+
+from generate.clean import clean_feedback
+from generate.datasets import Task
+from generate.frameworks.base import Call, Protocol, Settings, Step, add_drafts, make_agents, register, user
+from generate.prompts import PromptSet
+
+log = logging.getLogger(__name__)
+
+
+@register("review")
+def review(task: Task, prompts: PromptSet, settings: Settings) -> Protocol:
+    agents = make_agents(prompts, settings.agents)
+    compose = [Call(a.name, "write", user(prompts.render("review_write", persona=a.persona, prompt=task.prompt)))
+               for a in agents]
+    add_drafts(agents, (yield Step("compose", compose)))
+
+    for rnd in range(1, settings.rounds):
+        pairs = [(r, t) for r in agents for t in agents if r is not t]
+        calls = [Call(r.name, "review", user(prompts.render(
+            "review_feedback", persona=r.persona, prompt=task.prompt,
+            story=t.drafts[0] if settings.review_sees == "first" else t.story)), to=t.name)
+            for r, t in pairs]
+        replies = yield Step(f"review-{rnd}", calls)
+        for agent in agents:
+            agent.feedback.append([])
+        for (reviewer, target), reply in zip(pairs, replies, strict=True):
+            text = clean_feedback(reply)
+            if not text:
+                log.warning("%s: empty feedback from %s to %s in round %d", task.id, reviewer.name, target.name, rnd)
+            target.feedback[-1].append({"from": reviewer.name, "text": text})
+
+        revise = [Call(a.name, "write", user(prompts.render(
+            "review_revise", persona=a.persona, prompt=task.prompt, story=a.story,
+            feedback=feedback_block(a.feedback[-1])))) for a in agents]
+        add_drafts(agents, (yield Step(f"revise-{rnd}", revise)))
+    return agents
+
+
+def feedback_block(items: list[dict]) -> str:
+    """Number the reviews anonymously ("Reviewer 1"): writers see critiques, not who wrote what."""
+    parts = []
+    for i, item in enumerate(items, 1):
+        parts.append(f"Reviewer {i}: {item['text'] or '(this reviewer sent no feedback)'}")
+    return "\n\n".join(parts)

@@ -1,0 +1,60 @@
+"""Shared fixtures: offline guard, the bundled default model (loaded once), shared data paths."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "2")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ["HF_HUB_OFFLINE"] = "1"
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+SCIFI100 = Path(os.environ.get("SCIFI100_PATH", SHARED / "data" / "scifi100.json"))
+
+
+def _loopback(address) -> bool:
+    if isinstance(address, tuple) and address:
+        host = address[0]
+        if host in ("localhost",):
+            return True
+        try:
+            return ipaddress.ip_address(host).is_loopback
+        except ValueError:
+            return False
+    return True  # unix sockets
+
+
+@pytest.fixture(autouse=True)
+def _offline(monkeypatch):
+    """Tests may only talk to loopback: anything else is a bug (or a hidden hub download)."""
+    real_connect = socket.socket.connect
+
+    def guarded(self, address):
+        if self.family in (socket.AF_INET, socket.AF_INET6) and not _loopback(address):
+            raise OSError(f"network disabled in tests: {address}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+
+
+@pytest.fixture(scope="session")
+def default_model():
+    """The embedded SmolLM2-135M writer, loaded once per test session."""
+    from generate.backends import load_model
+
+    model = load_model("smollm2-135m-instruct", batch_size=16)
+    yield model
+    model.close()
+
+
+@pytest.fixture(scope="session")
+def scifi100_path() -> Path:
+    if not SCIFI100.is_file():
+        pytest.skip(f"SciFi-100 not found at {SCIFI100}")
+    return SCIFI100

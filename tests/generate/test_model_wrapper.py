@@ -1,0 +1,60 @@
+"""The one retry/timeout/batching wrapper, on scripted backends."""
+
+import pytest
+
+from generate.backends import BackendUnavailable, ChatRequest, Model, RetryPolicy, SamplingParams, load_backend
+from generate.cli import UsageError
+from tests.generate.fakes import Flaky, RecordingEcho
+
+FAST = RetryPolicy(retries=3, backoff=0.01)
+
+
+def req(text: str, max_new_tokens: int = 8) -> ChatRequest:
+    return ChatRequest([{"role": "user", "content": text}], SamplingParams(max_new_tokens=max_new_tokens), seed=1)
+
+
+def test_transient_errors_are_retried_then_succeed():
+    backend = Flaky(failures=2)
+    out = Model(backend, policy=FAST).generate([req("a")])
+    assert out[0].text == "ok 1" and backend.attempts == 3
+
+
+def test_gives_up_after_bounded_retries_with_clear_error():
+    backend = Flaky(failures=10)
+    with pytest.raises(BackendUnavailable, match="still failing after 3 retries"):
+        Model(backend, policy=FAST).generate([req("a")])
+    assert backend.attempts == 4
+
+
+def test_a_hung_call_times_out_and_is_retried():
+    backend = Flaky(failures=1, hang=True)
+    out = Model(backend, policy=FAST, timeout=0.2).generate([req("a")])
+    assert out[0].text == "ok 1" and backend.attempts == 2
+
+
+def test_blank_completion_is_asked_again_with_a_new_seed():
+    backend = Flaky(failures=0, blank=1)
+    out = Model(backend, policy=FAST).generate([req("a")])
+    assert out[0].text.startswith("ok ") and out[0].text != "ok 1"
+
+
+def test_batches_respect_batch_size_and_keep_request_order():
+    backend = RecordingEcho()
+    requests = [req("x" * n) for n in (9, 1, 5, 3, 7, 2)] + [req("short", max_new_tokens=4)]
+    out = Model(backend).generate(requests)
+    assert len(out) == 7
+    assert sorted(backend.batches) == [1, 2, 4]  # the 4-token request never shares a batch
+    by_text = {r.messages[0]["content"]: o.text for r, o in zip(requests, out)}
+    again = Model(RecordingEcho()).generate([requests[2]])
+    assert by_text["x" * 5] == again[0].text
+
+
+@pytest.mark.parametrize("spec", ["nope:model", "hf:", "gpt-4o", ""])
+def test_unknown_model_spec_is_a_usage_error(spec):
+    with pytest.raises(UsageError, match="unknown model"):
+        load_backend(spec)
+
+
+def test_vllm_spec_without_vllm_says_how_to_install():
+    with pytest.raises(UsageError, match="vLLM"):
+        load_backend("vllm:meta-llama/Llama-3.2-1B-Instruct")
