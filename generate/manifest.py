@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -14,7 +15,7 @@ from typing import Any
 
 PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "deepspeed", "vllm", "openai",
             "sentence-transformers", "numpy", "scipy", "llama-cpp-python")
-SECRET_HINTS = ("key", "token", "secret", "password")
+SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password|authorization)$", re.I)
 
 
 def sha256_text(text: str) -> str:
@@ -46,7 +47,7 @@ def git_commit() -> str | None:
 def redact(value: Any) -> Any:
     """Drop anything that looks like a credential, recursively: secrets never reach manifests."""
     if isinstance(value, dict):
-        return {k: ("<redacted>" if any(h in str(k).lower() for h in SECRET_HINTS) and v else redact(v))
+        return {k: ("<redacted>" if SECRET_KEY.search(str(k)) and v else redact(v))
                 for k, v in value.items()}
     if isinstance(value, list):
         return [redact(v) for v in value]

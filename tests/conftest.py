@@ -58,3 +58,16 @@ def scifi100_path() -> Path:
     if not SCIFI100.is_file():
         pytest.skip(f"SciFi-100 not found at {SCIFI100}")
     return SCIFI100
+
+
+@pytest.fixture(scope="session")
+def llama_server(tmp_path_factory):
+    """llama.cpp's OpenAI-compatible server on loopback, serving the same GGUF as the default writer."""
+    pytest.importorskip("llama_cpp.server", reason="llama-cpp-python[server] is part of the test extra")
+    from generate.backends.embedded import smollm2_gguf_path
+    from tests.servers import LlamaServer
+
+    server = LlamaServer(smollm2_gguf_path(), tmp_path_factory.mktemp("llama") / "server.log")
+    server.start()
+    yield server
+    server.stop()
