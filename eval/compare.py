@@ -1,0 +1,484 @@
+"""Compare evaluated runs with a baseline: paired gains, significance, inference cost, verdict.
+
+Each run is a run directory holding `stories.jsonl` (generation, with token usage) and
+`eval/scores.jsonl` (one line per story, metric values or null). The baseline is the run named
+`base`, else the first one.
+
+Gains are paired by prompt. A multi-agent run writes N stories per prompt and a single-agent run
+one, so each run's stories are first averaged per prompt: every prompt then weighs the same in
+every run, and the N stories of one prompt (which share that prompt's difficulty) are not
+counted as N independent observations. The per-prompt means of a run and of the baseline are
+then differenced prompt by prompt (see `eval.stats` for why pairing, the CI and the test).
+
+Only prompts that every run has are compared, so that all gains refer to the same prompts; the
+others are reported as dropped. A missing metric value drops that prompt for that metric only.
+
+Usage:
+    python scripts/compare.py --run base=runs/single --run review=runs/review --out runs/compare
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from eval.stats import paired_test, summarize
+from generate.cli import UsageError
+from generate.jsonl import read_jsonl
+
+log = logging.getLogger(__name__)
+
+JUDGE_METRICS = ("concepts", "logic", "characters", "world_building", "ethics")
+NOVELTY_METRICS = ("surprisal", "kl", "novelty_cos", "volume_gain", "homogenization")
+JUDGE_AVERAGE = "judge_average"
+DEFAULT_METRICS = (JUDGE_AVERAGE, *JUDGE_METRICS, *NOVELTY_METRICS)
+# Homogenization is the similarity of one prompt's stories to each other: lower is more diverse.
+LOWER_IS_BETTER = frozenset({"homogenization"})
+COST_FIELDS = ("calls", "prompt_tokens", "completion_tokens", "total_tokens", "seconds")
+_ID_FIELDS = frozenset({"story_id", "prompt_id", "aspect", "framework", "agent", "model"})
+
+
+@dataclass(frozen=True)
+class Run:
+    """One evaluated run: its score records and, when found beside them, its story records."""
+
+    name: str
+    path: Path
+    scores: list[dict[str, Any]]
+    stories: list[dict[str, Any]] | None
+
+
+def parse_run_spec(spec: str) -> tuple[str, Path]:
+    """Split a `NAME=PATH` command-line value."""
+    name, sep, path = spec.partition("=")
+    if not sep or not name.strip() or not path.strip():
+        raise UsageError(f"--run {spec!r}: expected NAME=DIR, e.g. --run review=runs/review")
+    return name.strip(), Path(path.strip())
+
+
+def _read(path: Path) -> list[dict[str, Any]]:
+    try:
+        return list(read_jsonl(path))
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+
+
+def load_run(name: str, path: str | Path) -> Run:
+    """Load a run from its directory, or from its `eval/scores.jsonl` given directly.
+
+    Costs come from the run's `stories.jsonl`; without one the run is still compared on scores.
+    """
+    path = Path(path)
+    if path.is_dir():
+        run_dir, scores_path = path, path / "eval" / "scores.jsonl"
+    elif path.is_file():
+        scores_path = path
+        run_dir = path.parent.parent if path.parent.name == "eval" else path.parent
+    else:
+        raise UsageError(f"run {name!r}: {path} does not exist")
+    if not scores_path.is_file():
+        raise UsageError(f"run {name!r}: no {scores_path} (evaluate the run first)")
+    # The files are append-only: a story scored again appears again, and its last line holds.
+    scores = list({r.get("story_id", i): r for i, r in enumerate(_read(scores_path))}.values())
+    if not scores:
+        raise UsageError(f"run {name!r}: {scores_path} holds no scores")
+    if any("prompt_id" not in r for r in scores):
+        raise UsageError(f"run {name!r}: {scores_path} has records without a prompt_id")
+    stories_path = run_dir / "stories.jsonl"
+    stories = _read(stories_path) if stories_path.is_file() else None
+    if stories is None:
+        log.warning("run %r: no %s, so its inference cost is unknown", name, stories_path)
+    log.debug("run %r: %d scored stories from %s", name, len(scores), scores_path)
+    return Run(name, path, scores, stories)
+
+
+def story_value(record: dict[str, Any], metric: str) -> float | None:
+    """One story's value of `metric`; the judge average is the mean of the judge aspects it has."""
+    if metric == JUDGE_AVERAGE:
+        aspects = [v for v in (story_value(record, m) for m in JUDGE_METRICS) if v is not None]
+        return sum(aspects) / len(aspects) if aspects else None
+    value = record.get(metric)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def prompt_means(scores: Iterable[dict[str, Any]], metric: str, prompts: set[str]) -> dict[str, float]:
+    """Mean of `metric` over each prompt's stories that have a value, for the given prompts."""
+    values: dict[str, list[float]] = defaultdict(list)
+    for record in scores:
+        value = story_value(record, metric)
+        if value is not None and record["prompt_id"] in prompts:
+            values[record["prompt_id"]].append(value)
+    return {prompt: float(np.mean(v)) for prompt, v in values.items()}
+
+
+def inference_cost(stories: Iterable[dict[str, Any]], prompts: set[str]) -> dict[str, float] | None:
+    """Mean cost per prompt over the given prompts: calls, tokens and wall seconds.
+
+    `prompt_usage` and `seconds` describe the whole prompt (every agent, plus e.g. a teacher) and
+    are repeated on each of its stories, so each prompt is counted once.
+
+    Returns:
+        {field: mean per prompt} for `COST_FIELDS` plus `n_prompts`, or None when the records
+        lack usage fields or cover none of the prompts.
+    """
+    per_prompt: dict[str, list[float]] = {}
+    try:
+        for record in stories:
+            prompt = record["prompt_id"]
+            if prompt in prompts and prompt not in per_prompt:
+                usage = record["prompt_usage"]
+                calls, inp, out = (float(usage[k]) for k in ("calls", "prompt_tokens", "completion_tokens"))
+                per_prompt[prompt] = [calls, inp, out, inp + out, float(record["seconds"])]
+    except (KeyError, TypeError, ValueError) as exc:
+        log.warning("stories lack usage fields (%s: %s), so the inference cost is unknown", type(exc).__name__, exc)
+        return None
+    if not per_prompt:
+        log.warning("stories cover none of the compared prompts, so the inference cost is unknown")
+        return None
+    means = np.mean(list(per_prompt.values()), axis=0)
+    return {"n_prompts": len(per_prompt), **{f: float(m) for f, m in zip(COST_FIELDS, means)}}
+
+
+def _with_ratios(cost: dict[str, float] | None, base: dict[str, float] | None) -> dict[str, Any] | None:
+    """Add `x_base` (each cost field over the baseline's) and `extra_base_tokens` to a run's cost."""
+    if cost is None:
+        return None
+    ratios = {f: cost[f] / base[f] if base and base[f] > 0 else None for f in COST_FIELDS}
+    extra = ratios["total_tokens"] - 1 if ratios["total_tokens"] is not None else None
+    return {**cost, "x_base": ratios, "extra_base_tokens": extra}
+
+
+def _gain(base: dict[str, float], run: dict[str, float], prompts: set[str], extra: float | None,
+          n_boot: int, seed: int, alpha: float) -> dict[str, Any]:
+    """Paired gain of one run over the baseline on one metric, with its gain per unit of cost."""
+    paired = sorted(set(base) & set(run))
+    result: dict[str, Any] = {"missing": sorted(prompts - set(paired))}
+    if not paired:
+        return {"gain": None, "ci_low": None, "ci_high": None, "p_value": None, "n_pairs": 0,
+                "significant": False, **result, "gain_per_extra_base_tokens": None}
+    test = paired_test([run[p] - base[p] for p in paired], n_boot=n_boot, alpha=alpha, seed=seed)
+    per_cost = test.gain / extra if extra is not None and extra > 0 else None
+    return {**asdict(test), **result, "gain_per_extra_base_tokens": per_cost}
+
+
+def _validate_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> None:
+    known = set(DEFAULT_METRICS) | {k for run in runs for r in run.scores for k in r} - _ID_FIELDS
+    unknown = [m for m in metrics if m not in known]
+    if unknown:
+        raise UsageError(f"unknown metric(s) {', '.join(unknown)}; valid: {', '.join(sorted(known))}")
+    if not metrics:
+        raise UsageError("no metric to compare")
+
+
+def compare(runs: Sequence[Run], metrics: Sequence[str] = DEFAULT_METRICS, n_boot: int = 10_000,
+            seed: int = 0, alpha: float = 0.05) -> dict[str, Any]:
+    """Compare every run with the baseline on every metric.
+
+    Args:
+        runs: At least two runs with distinct names; the one named `base` (else the first) is
+            the baseline.
+        metrics: Score fields to compare; `judge_average` is derived from the judge aspects.
+        n_boot: Bootstrap resamples per CI.
+        seed: Bootstrap seed, the same for every comparison.
+        alpha: Significance level; CIs have level 1 - alpha.
+
+    Returns:
+        The JSON-ready comparison: `config`, `prompts` (common count, dropped ids per run),
+        `describe` (metric -> run -> mean/std/n over stories), `gains` (metric -> run -> paired
+        test, missing prompt ids, gain per extra base-run of tokens), `cost` (run -> mean per
+        prompt and multiples of the baseline, or None) and `verdict` (one line per headline metric).
+    """
+    names = [run.name for run in runs]
+    if len(runs) < 2:
+        raise UsageError("need at least two runs (--run base=DIR --run other=DIR)")
+    if len(set(names)) != len(names):
+        raise UsageError(f"duplicate run names: {', '.join(sorted({n for n in names if names.count(n) > 1}))}")
+    _validate_metrics(runs, metrics)
+    base = next((run for run in runs if run.name == "base"), runs[0])
+    prompt_sets = {run.name: {r["prompt_id"] for r in run.scores} for run in runs}
+    common = set.intersection(*prompt_sets.values())
+    if not common:
+        raise UsageError(f"no prompt is common to all runs ({', '.join(names)}): nothing to pair")
+    dropped = {name: sorted(ids - common) for name, ids in prompt_sets.items()}
+    for name, ids in dropped.items():
+        if ids:
+            log.warning("run %r: %d prompt(s) not in every run, dropped: %s", name, len(ids), ", ".join(ids))
+
+    raw_cost = {run.name: inference_cost(run.stories, common) if run.stories is not None else None for run in runs}
+    cost = {name: _with_ratios(c, raw_cost[base.name]) for name, c in raw_cost.items()}
+    describe: dict[str, dict[str, Any]] = {}
+    gains: dict[str, dict[str, Any]] = {}
+    for metric in metrics:
+        describe[metric] = {run.name: asdict(summarize([
+            v for r in run.scores if r["prompt_id"] in common and (v := story_value(r, metric)) is not None
+        ])) for run in runs}
+        base_means = prompt_means(base.scores, metric, common)
+        gains[metric] = {run.name: _gain(
+            base_means, prompt_means(run.scores, metric, common), common,
+            cost[run.name]["extra_base_tokens"] if cost[run.name] else None, n_boot, seed, alpha,
+        ) for run in runs if run is not base}
+    comparison = {
+        "config": {"base": base.name, "runs": {run.name: str(run.path) for run in runs}, "metrics": list(metrics),
+                   "n_boot": n_boot, "seed": seed, "alpha": alpha},
+        "prompts": {"n_common": len(common), "dropped": dropped},
+        "describe": describe, "gains": gains, "cost": cost,
+    }
+    comparison["verdict"] = verdict(comparison)
+    return comparison
+
+
+def label(metric: str) -> str:
+    """Display name of a metric."""
+    return "Judge average" if metric == JUDGE_AVERAGE else metric
+
+
+def _signed(x: float | None) -> str:
+    return "n/a" if x is None else f"{x:+.3g}"
+
+
+def _judgement(metric: str, gain: dict[str, Any]) -> str:
+    if gain["gain"] is None:
+        return "not available (no prompt has a value in both runs)"
+    if not gain["significant"]:
+        return "no significant difference"
+    better = (gain["gain"] > 0) != (metric in LOWER_IS_BETTER)
+    return "significantly better" if better else "significantly worse"
+
+
+def _level(alpha: float) -> str:
+    return f"{100 * (1 - alpha):g}%"
+
+
+def _cost_phrase(cost: dict[str, Any] | None) -> str:
+    ratio = cost["x_base"]["total_tokens"] if cost else None
+    return "at unknown cost" if ratio is None else f"at {ratio:.1f}x base tokens"
+
+
+def verdict(comparison: dict[str, Any]) -> list[str]:
+    """One sentence group per headline metric (judge average, then novelty metrics), from the numbers.
+
+    Runs are ranked by point gain in the metric's good direction; significance is each run's
+    own test against the baseline (the runs are not tested against each other).
+    """
+    base = comparison["config"]["base"]
+    level = _level(comparison["config"]["alpha"])
+    headline = [m for m in comparison["config"]["metrics"] if m == JUDGE_AVERAGE or m in NOVELTY_METRICS]
+    lines = []
+    for metric in headline:
+        gains = comparison["gains"][metric]
+        sign = -1 if metric in LOWER_IS_BETTER else 1
+        ranked = sorted(gains, key=lambda n: -math.inf if gains[n]["gain"] is None else sign * gains[n]["gain"],
+                        reverse=True)
+        status = {name: _judgement(metric, gains[name]) for name in ranked}
+        better = [f"`{n}`" for n in ranked if status[n] == "significantly better"]
+        worse = [f"`{n}`" for n in ranked if status[n] == "significantly worse"]
+        lead = [f"largest gain: `{ranked[0]}`"] if gains[ranked[0]]["gain"] is not None else []
+        lead.append(f"significantly better than `{base}`: {', '.join(better)}" if better
+                    else f"no run is significantly better than `{base}`")
+        if worse:
+            lead.append(f"significantly worse: {', '.join(worse)}")
+        parts = []
+        for name in ranked:
+            g = gains[name]
+            numbers = "" if g["gain"] is None else (
+                f" {_signed(g['gain'])} ({level} CI {_signed(g['ci_low'])} to {_signed(g['ci_high'])}, "
+                f"p = {'n/a' if g['p_value'] is None else format(g['p_value'], '.2g')}, {g['n_pairs']} prompts),"
+            )
+            parts.append(f"`{name}`:{numbers} {status[name]}, {_cost_phrase(comparison['cost'][name])}.")
+        direction = "lower is better" if metric in LOWER_IS_BETTER else "higher is better"
+        lines.append(f"**{label(metric)}** ({direction}): {'; '.join(lead)}. {' '.join(parts)}")
+    return lines
+
+
+def _cell(x: float | None, fmt: str = ".3g") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def _dropped_phrase(dropped: dict[str, list[str]]) -> str:
+    return "; ".join(f"`{n}` {len(ids)}" + (f" ({', '.join(ids)})" if ids else "") for n, ids in dropped.items())
+
+
+def render_markdown(comparison: dict[str, Any]) -> str:
+    """The comparison as Markdown: provenance, verdict, then score, gain and cost tables."""
+    cfg, prompts = comparison["config"], comparison["prompts"]
+    base, level = cfg["base"], _level(cfg["alpha"])
+    names = list(cfg["runs"])
+    lines = [
+        f"# Comparison with `{base}`", "",
+        f"Prompts compared: {prompts['n_common']}, those present in every run. "
+        f"Dropped per run: {_dropped_phrase(prompts['dropped'])}.", "",
+        f"Gain = run − `{base}`, paired by prompt (each run's stories are averaged per prompt first). "
+        f"{level} CI: paired percentile bootstrap over prompts ({cfg['n_boot']} resamples, seed {cfg['seed']}); "
+        f"p: two-sided Wilcoxon signed-rank; significant: the CI excludes 0 and p < {cfg['alpha']:g}. "
+        "A prompt without a value for a metric in either run is left out of that metric only (column 'missing').",
+        "", "## Verdict", "", *(f"- {line}" for line in comparison["verdict"]), "",
+        "## Scores (mean ± std over stories, n)", "",
+        "| metric | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|",
+    ]
+    for metric, by_run in comparison["describe"].items():
+        cells = [f"{_cell(s['mean'])} ± {_cell(s['std'])} ({s['n']})" if s["n"] else "—" for s in by_run.values()]
+        lines.append(f"| {label(metric)} | " + " | ".join(cells) + " |")
+    lines += [
+        "", f"## Gain over `{base}` (paired by prompt)", "",
+        f"| metric | run | gain | {level} CI | p | prompts | missing | significant | gain per extra base tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for metric, by_run in comparison["gains"].items():
+        for name, g in by_run.items():
+            ci = "—" if g["gain"] is None else f"[{_signed(g['ci_low'])}, {_signed(g['ci_high'])}]"
+            lines.append(
+                f"| {label(metric)} | `{name}` | {_signed(g['gain']) if g['gain'] is not None else '—'} | {ci} "
+                f"| {_cell(g['p_value'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
+                f"| {'yes' if g['significant'] else 'no'} | {_cell(g['gain_per_extra_base_tokens'])} |"
+            )
+    lines += [
+        "", "## Inference cost per prompt", "",
+        "Means over the compared prompts; `prompt_usage` and `seconds` cover all of a prompt's agents and are "
+        "counted once per prompt.", "",
+        "| run | prompts | calls | prompt tokens | completion tokens | total tokens | seconds "
+        "| calls × base | tokens × base | seconds × base |", "|---" * 10 + "|",
+    ]
+    for name, c in comparison["cost"].items():
+        if c is None:
+            lines.append(f"| `{name}` | unknown (no usable stories.jsonl) |" + " |" * 8)
+            continue
+        ratios = " | ".join(_cell(c["x_base"][f], ".2f") for f in ("calls", "total_tokens", "seconds"))
+        lines.append(f"| `{name}` | {c['n_prompts']} | {c['calls']:.3g} | {c['prompt_tokens']:,.0f} "
+                     f"| {c['completion_tokens']:,.0f} | {c['total_tokens']:,.0f} | {c['seconds']:.3g} | {ratios} |")
+    lines += [
+        "", f"Gain per extra base tokens = gain / (total tokens per prompt of the run / those of `{base}` − 1): "
+        f"the gain bought by each additional `{base}`-run's worth of tokens (with a single-agent baseline, per "
+        f"extra single-agent-equivalent). Not defined (—) when the run uses no more tokens than `{base}`.", "",
+        "## Plots", "", "![Gain over base](gains.png)", "", "![Cost vs gain](cost_vs_gain.png)", "",
+    ]
+    return "\n".join(lines)
+
+
+def _pyplot():
+    """pyplot on the headless Agg backend, imported only when a plot is drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def _base_sd(comparison: dict[str, Any], metric: str) -> float | None:
+    sd = comparison["describe"][metric][comparison["config"]["base"]]["std"]
+    return sd if sd else None
+
+
+def _scaled(gain: dict[str, Any], scale: float | None) -> tuple[float, float, float]:
+    """(gain, lower error, upper error) divided by `scale`; NaN where undefined, which plots as nothing."""
+    if gain["gain"] is None or scale is None:
+        return math.nan, math.nan, math.nan
+    g, low, high = (gain[k] / scale for k in ("gain", "ci_low", "ci_high"))
+    # A percentile CI can, for skewed differences, exclude the mean; error bars cannot be negative.
+    return g, max(g - low, 0.0), max(high - g, 0.0)
+
+
+def _tick(metric: str) -> str:
+    return f"{label(metric)} (lower better)" if metric in LOWER_IS_BETTER else label(metric)
+
+
+def _gain_bars(ax, comparison: dict[str, Any], metrics: list[str], runs: list[str], standardize: bool) -> None:
+    if not metrics:
+        ax.set_axis_off()
+        return
+    x = np.arange(len(metrics))
+    width = 0.8 / len(runs)
+    for i, run in enumerate(runs):
+        rows = [_scaled(comparison["gains"][m][run], _base_sd(comparison, m) if standardize else 1.0)
+                for m in metrics]
+        heights, low, high = (list(col) for col in zip(*rows))
+        ax.bar(x + (i - (len(runs) - 1) / 2) * width, heights, width, yerr=[low, high], capsize=3, label=run)
+    ax.axhline(0, color="black", linewidth=0.8)
+    ax.set_xticks(x, [_tick(m) for m in metrics], rotation=30, ha="right")
+    ax.legend()
+
+
+def plot_gains(comparison: dict[str, Any], path: str | Path) -> None:
+    """Grouped bars of each run's mean gain over the baseline, with CI error bars.
+
+    Judge aspects share a 0-5 scale and are drawn as is. Novelty metrics live on unrelated scales
+    (nats, cosine distances, log-volumes), so their gains are divided by the baseline's SD over
+    stories to fit one panel.
+    """
+    plt = _pyplot()
+    base, metrics = comparison["config"]["base"], comparison["config"]["metrics"]
+    runs = [n for n in comparison["config"]["runs"] if n != base]
+    judge = [m for m in metrics if m == JUDGE_AVERAGE or m in JUDGE_METRICS]
+    other = [m for m in metrics if m not in judge]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
+    _gain_bars(left, comparison, judge, runs, standardize=False)
+    left.set(title="Judge aspects", ylabel=f"gain over {base} (0-5 scale)")
+    _gain_bars(right, comparison, other, runs, standardize=True)
+    right.set(title="Novelty metrics", ylabel=f"gain over {base} / {base} SD")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_cost_vs_gain(comparison: dict[str, Any], path: str | Path) -> None:
+    """Gain over the baseline against token cost (multiple of the baseline's tokens per prompt).
+
+    Left: the judge average (else the first metric) with CI bars, the baseline at (1, 0). Right:
+    the novelty metrics in baseline SDs, one marker per metric. Runs of unknown cost are left out.
+    """
+    plt = _pyplot()
+    base, metrics = comparison["config"]["base"], comparison["config"]["metrics"]
+    priced = [n for n, c in comparison["cost"].items() if n != base and c and c["x_base"]["total_tokens"] is not None]
+    headline = JUDGE_AVERAGE if JUDGE_AVERAGE in metrics else metrics[0]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
+    left.plot([1], [0], "k*", markersize=12)
+    left.annotate(base, (1, 0), textcoords="offset points", xytext=(6, -14))
+    for name in priced:
+        x = comparison["cost"][name]["x_base"]["total_tokens"]
+        g, low, high = _scaled(comparison["gains"][headline][name], 1.0)
+        left.errorbar([x], [g], yerr=[[low], [high]], fmt="o", capsize=4)
+        left.annotate(name, (x, g), textcoords="offset points", xytext=(6, 6))
+    left.set(title=label(headline), xlabel=f"total tokens per prompt (x {base})", ylabel=f"gain over {base}")
+    for metric, marker in zip([m for m in metrics if m in NOVELTY_METRICS], "os^Dv"):
+        points = [(comparison["cost"][n]["x_base"]["total_tokens"],
+                   _scaled(comparison["gains"][metric][n], _base_sd(comparison, metric))[0]) for n in priced]
+        if points:
+            xs, ys = zip(*points)
+            right.plot(xs, ys, marker, linestyle="none", label=_tick(metric))
+    right.set(title="Novelty metrics", xlabel=f"total tokens per prompt (x {base})",
+              ylabel=f"gain over {base} / {base} SD")
+    if right.has_data():
+        right.legend()
+    for ax in (left, right):
+        ax.axhline(0, color="black", linewidth=0.8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def write_outputs(comparison: dict[str, Any], out: str | Path) -> dict[str, Path]:
+    """Write comparison.json, comparison.md, gains.png and cost_vs_gain.png into `out`.
+
+    Returns:
+        {kind: path} of the written files.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "comparison.json", "markdown": out / "comparison.md",
+             "gains_plot": out / "gains.png", "cost_plot": out / "cost_vs_gain.png"}
+    paths["json"].write_text(json.dumps(comparison, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(render_markdown(comparison), encoding="utf-8")
+    plot_gains(comparison, paths["gains_plot"])
+    plot_cost_vs_gain(comparison, paths["cost_plot"])
+    log.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+    return paths

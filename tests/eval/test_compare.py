@@ -1,0 +1,328 @@
+"""Run comparison: paired statistics on literal data, and synthetic runs with known gains."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eval.compare import (
+    DEFAULT_METRICS,
+    JUDGE_AVERAGE,
+    JUDGE_METRICS,
+    NOVELTY_METRICS,
+    compare,
+    inference_cost,
+    load_run,
+    parse_run_spec,
+    prompt_means,
+    render_markdown,
+    story_value,
+)
+from eval.stats import paired_bootstrap_ci, paired_test, summarize, wilcoxon_p
+from generate.cli import UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+METRICS = (*JUDGE_METRICS, *NOVELTY_METRICS)
+PROMPTS = [f"p-{i:02d}" for i in range(40)]
+SINGLE_USAGE = {"calls": 1, "prompt_tokens": 100, "completion_tokens": 400}
+REVIEW_USAGE = {"calls": 9, "prompt_tokens": 3000, "completion_tokens": 1500}
+
+
+# --- eval.stats on literal data ---------------------------------------------------------------
+
+@pytest.mark.parametrize("c", [0.5, -2.0, 0.0])
+def test_bootstrap_ci_of_a_constant_difference_is_that_constant(c):
+    low, high = paired_bootstrap_ci([c] * 12, n_boot=200)
+    assert low == pytest.approx(c) and high == pytest.approx(c)
+
+
+def test_bootstrap_ci_is_seeded_and_matches_the_normal_approximation():
+    d = np.random.default_rng(1).normal(1.0, 2.0, size=400)
+    ci = paired_bootstrap_ci(d, n_boot=4000, seed=3)
+    assert ci == paired_bootstrap_ci(d, n_boot=4000, seed=3)
+    se = d.std(ddof=1) / np.sqrt(d.size)
+    assert ci[0] == pytest.approx(d.mean() - 1.96 * se, abs=0.25 * se)
+    assert ci[1] == pytest.approx(d.mean() + 1.96 * se, abs=0.25 * se)
+
+
+def test_bootstrap_ci_does_not_depend_on_the_memory_block_size(monkeypatch):
+    d = np.random.default_rng(2).normal(size=37)
+    whole = paired_bootstrap_ci(d, n_boot=1001, seed=5)
+    monkeypatch.setattr("eval.stats._MAX_BLOCK_VALUES", 100)  # blocks of 2 resamples
+    assert paired_bootstrap_ci(d, n_boot=1001, seed=5) == whole
+
+
+@pytest.mark.parametrize("diffs, expected", [
+    (list(range(1, 11)), 2 / 2**10),  # all ten positive: the exact two-sided p is 2 / 2^n
+    ([0.0, 0.0, 0.0], 1.0),  # no difference at all: scipy cannot rank, we report p = 1
+    ([0.7], None),  # a single pair: no test
+    ([], None),
+    ([1.0, -1.0, 2.0, -2.0, 3.0, -3.0], 1.0),  # perfectly symmetric differences
+])
+def test_wilcoxon_p(diffs, expected):
+    p = wilcoxon_p(diffs)
+    assert p == (None if expected is None else pytest.approx(expected))
+
+
+@pytest.mark.parametrize("values, mean, std, n", [
+    ([], None, None, 0),
+    ([4.0], 4.0, None, 1),
+    ([1.0, 3.0], 2.0, np.sqrt(2.0), 2),
+])
+def test_summarize(values, mean, std, n):
+    s = summarize(values)
+    assert (s.mean, s.n) == (mean, n)
+    assert s.std == (None if std is None else pytest.approx(std))
+
+
+def test_paired_test_needs_both_the_ci_and_the_p_value():
+    assert paired_test([1.0] * 10, n_boot=100).significant
+    # One pair: the CI [1, 1] excludes 0 but no p-value exists, so nothing is claimed.
+    single = paired_test([1.0], n_boot=100)
+    assert single.p_value is None and not single.significant
+
+
+# --- synthetic runs ---------------------------------------------------------------------------
+
+def story(prompt: str, agent: str, values: dict, usage: dict, seconds: float) -> tuple[dict, dict]:
+    """A (scores.jsonl, stories.jsonl) record pair; usage doubles as the prompt's total usage."""
+    ids = {"story_id": f"x/{prompt}/{agent}", "prompt_id": prompt, "agent": agent}
+    scores = {**ids, "aspect": "a", "framework": "x", "model": "m", **values}
+    return scores, {**ids, "text": "...", "usage": usage, "prompt_usage": usage, "seconds": seconds}
+
+
+def write_run(root: Path, name: str, per_prompt: dict[str, list[dict]], usage=SINGLE_USAGE, seconds=2.0) -> Path:
+    """A run directory with one score line and one story line per story of each prompt."""
+    run = root / name
+    (run / "eval").mkdir(parents=True)
+    pairs = [story(p, f"agent{i}", v, usage, seconds)
+             for p, stories in per_prompt.items() for i, v in enumerate(stories)]
+    (run / "eval" / "scores.jsonl").write_text("".join(json.dumps(s) + "\n" for s, _ in pairs))
+    (run / "stories.jsonl").write_text("".join(json.dumps(t) + "\n" for _, t in pairs))
+    return run
+
+
+def base_values(seed: int = 0) -> dict[str, dict[str, float]]:
+    """Per prompt and metric, a base score ~ N(3, 0.5): prompts differ far more than runs do."""
+    rng = np.random.default_rng(seed)
+    return {p: {m: float(rng.normal(3.0, 0.5)) for m in METRICS} for p in PROMPTS}
+
+
+def antithetic(rng, n: int, sd: float) -> np.ndarray:
+    """Noise with mean exactly 0 and symmetric signs: z and -z, shuffled over the prompts."""
+    z = rng.normal(0.0, sd, size=n // 2)
+    return rng.permutation(np.concatenate([z, -z]))
+
+
+def shifted(base, shift: dict[str, float], sd: float, seed: int) -> dict[str, dict[str, float]]:
+    """Base plus a known per-metric shift plus zero-mean noise, so the sample gain is the shift."""
+    rng = np.random.default_rng(seed)
+    noise = {m: antithetic(rng, len(PROMPTS), sd) for m in METRICS}
+    return {p: {m: base[p][m] + shift.get(m, 0.0) + noise[m][i] for m in METRICS} for i, p in enumerate(PROMPTS)}
+
+
+BETTER = {**{m: 0.5 for m in METRICS}, "homogenization": -0.1}
+
+
+@pytest.fixture
+def runs(tmp_path: Path) -> dict[str, Path]:
+    """base (1 agent), better (+0.5, 1 agent), same (+0 with noise), multi (+0.5, 3 agents), partial."""
+    base = base_values()
+    better = shifted(base, BETTER, 0.05, seed=1)
+    better[PROMPTS[7]]["kl"] = None  # one missing value: prompt 7 leaves kl only
+    same = shifted(base, {}, 0.3, seed=2)
+    multi = shifted(base, {m: 0.5 for m in METRICS}, 0.05, seed=3)
+    spread = (-0.2, 0.0, 0.2)  # the 3 agents differ, their per-prompt mean is the run's value
+    partial = {p: [v] for p, v in shifted(base, {m: 0.5 for m in METRICS}, 0.05, seed=4).items()
+               if p not in ("p-05", "p-17", "p-33")}
+    partial["p-99"] = [dict.fromkeys(METRICS, 3.0)]
+    return {
+        "base": write_run(tmp_path, "base", {p: [v] for p, v in base.items()}),
+        "better": write_run(tmp_path, "better", {p: [v] for p, v in better.items()}, REVIEW_USAGE, 18.0),
+        "same": write_run(tmp_path, "same", {p: [v] for p, v in same.items()}),
+        "multi": write_run(tmp_path, "multi", {
+            p: [{m: x + s for m, x in v.items()} for s in spread] for p, v in multi.items()
+        }, REVIEW_USAGE, 18.0),
+        "partial": write_run(tmp_path, "partial", partial),
+    }
+
+
+def run_compare(runs: dict[str, Path], names, **kwargs):
+    return compare([load_run(n, runs[n]) for n in names], n_boot=2000, seed=0, **kwargs)
+
+
+def test_ci_covers_the_true_gain_and_pairing_makes_it_narrow(runs):
+    result = run_compare(runs, ["base", "better", "multi"])
+    for name in ("better", "multi"):
+        g = result["gains"]["concepts"][name]
+        assert g["gain"] == pytest.approx(0.5)
+        assert g["ci_low"] < 0.5 < g["ci_high"]
+        # Unpaired, the base's between-prompt SD of 0.5 would give a CI ~0.3 wide.
+        assert g["ci_high"] - g["ci_low"] < 0.05
+        assert g["significant"] and g["p_value"] < 1e-6 and g["n_pairs"] == 40
+
+
+def test_multi_agent_stories_are_averaged_per_prompt(runs):
+    multi = load_run("multi", runs["multi"])
+    assert len(multi.scores) == 3 * len(PROMPTS)
+    means = prompt_means(multi.scores, "logic", set(PROMPTS))
+    assert len(means) == len(PROMPTS)
+    result = run_compare(runs, ["base", "multi"])
+    assert result["gains"]["logic"]["multi"]["n_pairs"] == 40
+    assert result["describe"]["logic"]["multi"]["n"] == 120
+
+
+def test_zero_gain_run_is_not_significant(runs):
+    result = run_compare(runs, ["base", "same"])
+    for metric in DEFAULT_METRICS:
+        g = result["gains"][metric]["same"]
+        assert g["gain"] == pytest.approx(0.0, abs=1e-12)
+        assert g["ci_low"] < 0 < g["ci_high"]
+        assert not g["significant"] and g["p_value"] > 0.5
+
+
+def test_missing_prompts_are_paired_on_the_intersection_and_reported(runs):
+    result = run_compare(runs, ["base", "partial", "better"])
+    assert result["prompts"]["n_common"] == 37
+    assert result["prompts"]["dropped"] == {"base": ["p-05", "p-17", "p-33"], "partial": ["p-99"],
+                                            "better": ["p-05", "p-17", "p-33"]}
+    g = result["gains"]["ethics"]["partial"]
+    assert g["n_pairs"] == 37 and g["missing"] == [] and g["gain"] == pytest.approx(0.5, abs=0.03)
+    assert "Dropped per run: `base` 3 (p-05, p-17, p-33); `partial` 1 (p-99)" in render_markdown(result)
+
+
+def test_a_missing_value_drops_the_prompt_for_that_metric_only(runs):
+    result = run_compare(runs, ["base", "better"])
+    assert result["gains"]["kl"]["better"]["n_pairs"] == 39
+    assert result["gains"]["kl"]["better"]["missing"] == ["p-07"]
+    assert result["gains"]["surprisal"]["better"]["n_pairs"] == 40
+
+
+def test_judge_average_is_the_mean_of_the_aspects_a_story_has():
+    record = {"concepts": 4, "logic": 2, "characters": None, "world_building": 3.0, "ethics": None, "kl": 1.2}
+    assert story_value(record, JUDGE_AVERAGE) == pytest.approx(3.0)
+    assert story_value({"concepts": None}, JUDGE_AVERAGE) is None
+    assert story_value({"kl": float("nan")}, "kl") is None
+
+
+def test_inference_cost_counts_each_prompt_once():
+    stories = [{"prompt_id": p, "prompt_usage": {"calls": 9, "prompt_tokens": inp, "completion_tokens": 1500},
+                "seconds": sec} for p, inp, sec in (("a", 3000, 10.0), ("b", 2000, 20.0)) for _ in range(3)]
+    stories.append({"prompt_id": "c", "prompt_usage": {"calls": 99, "prompt_tokens": 0, "completion_tokens": 0},
+                    "seconds": 0.0})
+    cost = inference_cost(stories, {"a", "b"})
+    assert cost == {"n_prompts": 2, "calls": 9.0, "prompt_tokens": 2500.0, "completion_tokens": 1500.0,
+                    "total_tokens": 4000.0, "seconds": 15.0}
+    assert inference_cost([{"prompt_id": "a", "seconds": 1.0}], {"a"}) is None
+
+
+def test_cost_ratios_and_gain_per_extra_cost(runs):
+    result = run_compare(runs, ["base", "better", "same", "multi"])
+    better, same = result["cost"]["better"], result["cost"]["same"]
+    # better: 9 calls and 4500 tokens per prompt against base's 1 call and 500 tokens.
+    assert better["x_base"] == pytest.approx({"calls": 9.0, "prompt_tokens": 30.0, "completion_tokens": 3.75,
+                                              "total_tokens": 9.0, "seconds": 9.0})
+    assert better["extra_base_tokens"] == pytest.approx(8.0)
+    assert result["cost"]["multi"]["total_tokens"] == 4500.0  # 3 stories per prompt, counted once
+    assert result["gains"]["concepts"]["better"]["gain_per_extra_base_tokens"] == pytest.approx(0.5 / 8)
+    assert same["x_base"]["total_tokens"] == 1.0
+    assert result["gains"]["concepts"]["same"]["gain_per_extra_base_tokens"] is None
+
+
+def test_verdict_names_the_significant_winner(runs):
+    result = run_compare(runs, ["base", "same", "better"])
+    judge, homogenization = result["verdict"][0], result["verdict"][-1]
+    assert judge.startswith("**Judge average** (higher is better): largest gain: `better`; "
+                            "significantly better than `base`: `better`.")
+    assert "at 9.0x base tokens" in judge
+    assert "`same`:" in judge and "no significant difference, at 1.0x base tokens" in judge
+    # Homogenization fell by 0.1: lower is better, so that is an improvement.
+    assert homogenization.startswith("**homogenization** (lower is better): largest gain: `better`; "
+                                     "significantly better than `base`: `better`.")
+
+
+def test_verdict_says_when_nothing_is_significant(runs):
+    result = run_compare(runs, ["base", "same"])
+    assert all("no run is significantly better than `base`" in line for line in result["verdict"])
+    assert len(result["verdict"]) == 1 + len(NOVELTY_METRICS)
+
+
+def test_the_run_named_base_is_the_baseline_wherever_it_is(runs):
+    assert run_compare(runs, ["better", "base"])["config"]["base"] == "base"
+    assert run_compare(runs, ["better", "same"])["config"]["base"] == "better"
+
+
+def test_scores_file_given_directly_still_finds_the_stories(runs):
+    run = load_run("better", runs["better"] / "eval" / "scores.jsonl")
+    assert run.stories is not None and len(run.stories) == 40
+
+
+def test_a_story_scored_twice_counts_once_with_its_last_scores(runs):
+    scores = runs["base"] / "eval" / "scores.jsonl"
+    first = json.loads(scores.read_text().splitlines()[0])
+    with open(scores, "a") as fh:
+        fh.write(json.dumps({**first, "logic": 5.0}) + "\n")
+    run = load_run("base", runs["base"])
+    assert len(run.scores) == len(PROMPTS)
+    assert prompt_means(run.scores, "logic", {first["prompt_id"]}) == {first["prompt_id"]: 5.0}
+
+
+def test_a_run_without_stories_is_compared_at_unknown_cost(runs):
+    (runs["better"] / "stories.jsonl").unlink()
+    result = run_compare(runs, ["base", "better"])
+    assert result["cost"]["better"] is None
+    assert result["gains"]["concepts"]["better"]["gain_per_extra_base_tokens"] is None
+    assert "at unknown cost" in result["verdict"][0]
+    assert "| `better` | unknown (no usable stories.jsonl) |" in render_markdown(result)
+
+
+@pytest.mark.parametrize("spec", ["review", "=runs/x", "review="])
+def test_run_spec_needs_a_name_and_a_path(spec):
+    with pytest.raises(UsageError):
+        parse_run_spec(spec)
+
+
+def test_unknown_metric_is_a_usage_error(runs):
+    with pytest.raises(UsageError, match="unknown metric"):
+        run_compare(runs, ["base", "better"], metrics=["creativity"])
+
+
+# --- the CLI ----------------------------------------------------------------------------------
+
+def cli(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "scripts/compare.py", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=120)
+
+
+def test_cli_writes_all_outputs(runs, tmp_path):
+    out = tmp_path / "cmp"
+    proc = cli("--run", f"base={runs['base']}", "--run", f"better={runs['better']}",
+               "--run", f"same={runs['same']}", "--out", str(out), "--boot", "500")
+    assert proc.returncode == 0, proc.stderr
+    assert {p.name for p in out.iterdir()} == {"comparison.json", "comparison.md", "gains.png", "cost_vs_gain.png"}
+    assert json.loads((out / "comparison.json").read_text())["gains"]["kl"]["better"]["n_pairs"] == 39
+    assert all((out / name).read_bytes().startswith(b"\x89PNG") for name in ("gains.png", "cost_vs_gain.png"))
+    assert (out / "comparison.md").read_text() in proc.stdout
+    assert "largest gain: `better`" in proc.stdout
+
+
+def test_cli_exits_2_with_one_line_on_bad_input(runs, tmp_path):
+    lonely = write_run(tmp_path, "lonely", {"q-1": [dict.fromkeys(METRICS, 3.0)]})
+    out = str(tmp_path / "cmp")
+    bad = [
+        ["--run", f"base={tmp_path / 'nowhere'}", "--run", f"better={runs['better']}"],
+        ["--run", str(runs["base"]), "--run", f"better={runs['better']}"],
+        ["--run", f"base={runs['base']}", "--run", f"base={runs['better']}"],
+        ["--run", f"base={runs['base']}", "--run", f"lonely={lonely}"],
+        ["--run", f"base={tmp_path}", "--run", f"better={runs['better']}"],  # a directory without scores
+    ]
+    for args in bad:
+        proc = cli(*args, "--out", out)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith("error: "), (args, proc.stderr)
