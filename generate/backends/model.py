@@ -75,9 +75,13 @@ class Model:
             bar.update(len(idx))
 
         try:
-            await asyncio.gather(*(run(idx) for idx in chunks))
+            # Let every chunk finish (and be journaled by `on_done`) before reporting a failure.
+            outcomes = await asyncio.gather(*(run(idx) for idx in chunks), return_exceptions=True)
         finally:
             bar.close()
+        errors = [o for o in outcomes if isinstance(o, BaseException)]
+        if errors:
+            raise errors[0]
         self.calls += len(requests)
         return results  # type: ignore[return-value]
 
@@ -96,7 +100,9 @@ class Model:
     async def _call_with_retries(self, batch: list[ChatRequest]) -> list[Completion]:
         outs = await self._call(batch)
         for attempt in range(self.policy.empty_retries):
-            blank = [i for i, o in enumerate(outs) if not o.text.strip() and batch[i].params.max_new_tokens > 0]
+            # Greedy decoding would only repeat itself, so only sampled requests are re-asked.
+            blank = [i for i, o in enumerate(outs) if not o.text.strip() and batch[i].params.max_new_tokens > 0
+                     and batch[i].params.temperature > 0]
             if not blank:
                 break
             log.warning("%d blank completion(s); asking again with new seeds", len(blank))

@@ -58,3 +58,27 @@ def test_unknown_model_spec_is_a_usage_error(spec):
 def test_vllm_spec_without_vllm_says_how_to_install():
     with pytest.raises(UsageError, match="vLLM"):
         load_backend("vllm:meta-llama/Llama-3.2-1B-Instruct")
+
+
+def test_greedy_blank_is_not_asked_again():
+    backend = Flaky(failures=0, blank=1)
+    greedy = ChatRequest([{"role": "user", "content": "a"}], SamplingParams(8, temperature=0.0), seed=1)
+    (out,) = Model(backend, policy=FAST).generate([greedy])
+    assert out.text.strip() == "" and backend.attempts == 1
+
+
+class FailsOnSecond(RecordingEcho):
+    batch_size = 1
+
+    async def generate(self, requests):
+        if requests[0].messages[0]["content"] == "bad":
+            raise UsageError("HTTP 400")
+        return await super().generate(requests)
+
+
+def test_a_failing_chunk_lets_the_others_finish_and_be_saved():
+    saved = []
+    requests = [req("good"), req("bad"), req("fine")]
+    with pytest.raises(UsageError, match="400"):
+        Model(FailsOnSecond(), concurrency=1).generate(requests, on_done=lambda idx, outs: saved.extend(idx))
+    assert sorted(saved) == [0, 2]

@@ -1,0 +1,309 @@
+"""LLM-as-a-judge: each story scored 0-5 on each rubric aspect, every aspect in its own request.
+
+Two modes:
+
+- `sample` (the paper's protocol): K sampled replies per (story, aspect), each ending in a
+  `Score: <digit>` line, averaged. A reply that cannot be parsed is asked again with a new seed
+  (up to `max_parse_retries` times); a sample that never parses is missing, never 0, because a
+  0 would read as "plagiarism-like" and drag the mean down for what is a judge failure.
+- `logprob`: one greedy pass; the score is the expectation of the digit distribution right after
+  a fixed `Score:` prefix, sum_d p(d) d over the digits of the scale, renormalised. It uses the
+  judge's whole belief instead of one sampled digit, so one pass replaces K samples, and it works
+  with small models that cannot follow a reply format (the embedded SmolLM2 judge).
+  Backends that can prefill (hf, vLLM) start the assistant turn with `Score:` and generate 2
+  tokens; for the others (OpenAI-compatible servers) the judge generates a few tokens and reads
+  the position that follows the first token run ending in `Score:`. If the reply never produces
+  `Score:`, or no digit of the scale is among the top alternatives there, the score is missing.
+
+Every request of a pass, over all stories x aspects x samples, goes to the model as ONE batch:
+the `Model` wrapper sorts and splits it for the engine. A backend that stays down after its
+retries makes the affected requests missing (counted in the diagnostics), not the run crash.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import math
+import re
+from dataclasses import dataclass, field
+
+from eval.rubric import MODES, Rubric, load_rubric
+from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams
+from generate.cli import UsageError
+from generate.journal import derive_seed
+
+log = logging.getLogger(__name__)
+
+SCORE_PREFIX = "Score:"
+# A "Score" label, optional markdown around it and the colon, then a number and an optional
+# "/5" or "out of 5": matches "Score: 4", "**Score:** 4", "Final score: 4/5", "score = 3".
+_SCORE_LINE = re.compile(
+    r"\bscore\b[ \t]*(?:\*\*|__)?[ \t]*[:=][ \t]*(?:\*\*|__|\[)?[ \t]*(-?\d+(?:\.\d+)?)"
+    r"(?:[ \t]*(?:/|out[ \t]+of)[ \t]*(\d+))?",
+    re.IGNORECASE,
+)
+_OUT_OF = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(\d+)", re.IGNORECASE)
+# A standalone number; "4." at the end of a sentence counts, "v2", "1st" and "3.5" parts do not.
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
+_SKIPPABLE = " \t\r\n*_`"
+
+
+def parse_score(text: str, low: int = 0, high: int = 5) -> int | None:
+    """Read an integer score from a judge's reply (never from the story it judged).
+
+    The last `Score: N` line wins (a reply may think aloud and then settle). Without one, a
+    reply holding exactly one distinct bare number is accepted (e.g. "I'd give it a 4").
+
+    Returns:
+        The score, or None for an empty reply, a number outside `low..high` or on another scale
+        ("8/10"), a non-integer, or two different bare numbers and no Score line (ambiguous).
+    """
+    if not text or not text.strip():
+        return None
+    labelled = _SCORE_LINE.findall(text)
+    if labelled:
+        value, scale = labelled[-1]
+        return _checked(value, scale, low, high)
+    numbers = set()
+    for match in _NUMBER.finditer(_OUT_OF.sub(lambda m: m.group(1) if m.group(2) == str(high) else "x", text)):
+        numbers.add(match.group())
+    if len(numbers) != 1:
+        return None
+    return _checked(numbers.pop(), "", low, high)
+
+
+def _checked(value: str, scale: str, low: int, high: int) -> int | None:
+    if scale and int(scale) != high:
+        return None
+    try:
+        score = int(value)
+    except ValueError:  # "4.5": the scale is integer; a fraction means the reply ignored it
+        return None
+    return score if low <= score <= high else None
+
+
+def expected_score(top: dict[str, float], low: int = 0, high: int = 5) -> float | None:
+    """Expected score sum_d p(d) d over the digit tokens `low..high`, renormalised over them.
+
+    Args:
+        top: token -> natural-log probability at one position (a top-k list). Tokens equal to a
+            digit up to surrounding whitespace (" 4", "4") pool their mass.
+
+    Returns:
+        The expectation, or None when no digit of the scale is present.
+    """
+    mass = [0.0] * (high + 1)
+    for token, logprob in top.items():
+        word = token.strip()
+        if len(word) == 1 and word.isdigit() and low <= int(word) <= high and logprob > -math.inf:
+            mass[int(word)] += math.exp(logprob)
+    total = sum(mass)
+    if total <= 0.0:
+        return None
+    return sum(d * p for d, p in enumerate(mass)) / total
+
+
+def score_from_logprobs(completion: Completion, prefilled: bool, low: int = 0, high: int = 5) -> float | None:
+    """The expected score at the position right after `Score:` in a logprob-mode reply.
+
+    With a prefilled `Score:` that position is the first generated token; otherwise it follows
+    the first run of generated tokens whose text ends in `Score:` (markdown such as `**` around
+    it allowed). Whitespace or markdown tokens there ("Score:" then " " then "4" in tokenizers
+    that split the space off) are stepped over until a position holds digit mass.
+    """
+    tokens = completion.logprobs
+    if not tokens:
+        return None
+    start = 0 if prefilled else _after_prefix(tokens)
+    if start is None:
+        return None
+    for tok in tokens[start:]:
+        value = expected_score({tok.token: tok.logprob, **tok.top}, low, high)
+        if value is not None:
+            return value
+        if tok.token.strip(_SKIPPABLE):
+            return None
+    return None
+
+
+def _after_prefix(tokens) -> int | None:
+    text = ""
+    for i, tok in enumerate(tokens):
+        text += tok.token
+        if text.rstrip(_SKIPPABLE).lower().endswith(SCORE_PREFIX.lower()):
+            return i + 1
+    return None
+
+
+@dataclass
+class Judgement:
+    """One story's judgement.
+
+    Attributes:
+        scores: aspect -> mean of the valid samples (sample mode) or expected score (logprob
+            mode); None when no valid judgement exists.
+        samples: aspect -> the valid judgements: sampled digits (sample mode) or the one
+            expected score (logprob mode); their count is the aspect's `n_samples`.
+        requests: judge replies received for this story, re-asks included.
+        parse_failures: replies that held no valid score (each re-ask counts again).
+        backend_failures: requests lost because the backend stayed down.
+    """
+
+    scores: dict[str, float | None]
+    samples: dict[str, list[float]] = field(default_factory=dict)
+    requests: int = 0
+    parse_failures: int = 0
+    backend_failures: int = 0
+
+    def diagnostics(self) -> dict:
+        return {"n_samples": {a: len(v) for a, v in self.samples.items()}, "requests": self.requests,
+                "parse_failures": self.parse_failures, "backend_failures": self.backend_failures}
+
+
+@dataclass
+class JudgeStats:
+    """Totals over every `score` call of a judge."""
+
+    requests: int = 0
+    parse_failures: int = 0
+    backend_failures: int = 0
+
+    @property
+    def parse_failure_rate(self) -> float | None:
+        return self.parse_failures / self.requests if self.requests else None
+
+    def add(self, j: Judgement) -> None:
+        self.requests += j.requests
+        self.parse_failures += j.parse_failures
+        self.backend_failures += j.backend_failures
+
+
+class Judge:
+    """Scores stories on every rubric aspect with one batched model call per pass.
+
+    Args:
+        model: the judge model.
+        rubric: a `Rubric` or a path to one (default: `configs/judge/rubric.yaml`).
+        mode: "sample" or "logprob".
+        samples: K replies per (story, aspect) in sample mode.
+        max_parse_retries: re-asks of an unparseable sample reply, each with a new seed.
+        temperature, top_p: sampling settings of sample mode (logprob mode is greedy).
+        max_new_tokens: reply budget in sample mode (reasoning plus the score line).
+        seed: base of the per-request seeds, which depend on the story text, aspect, sample and
+            attempt, so a resumed evaluation asks exactly the same questions.
+        top_logprobs: alternatives read per position in logprob mode (20 is the OpenAI maximum).
+    """
+
+    def __init__(self, model: Model, rubric: Rubric | str | None = None, *, mode: str = "sample", samples: int = 3,
+                 max_parse_retries: int = 2, temperature: float = 0.7, top_p: float = 1.0,
+                 max_new_tokens: int = 192, seed: int = 0, top_logprobs: int = 20):
+        if mode not in MODES:
+            raise UsageError(f"unknown judge mode {mode!r}; expected one of: {', '.join(MODES)}")
+        if samples < 1 or max_parse_retries < 0:
+            raise UsageError("judge samples must be >= 1 and max_parse_retries >= 0")
+        self.model = model
+        self.rubric = rubric if isinstance(rubric, Rubric) else load_rubric(rubric)
+        self.mode = mode
+        self.samples = samples
+        self.max_parse_retries = max_parse_retries
+        self.sample_params = SamplingParams(max_new_tokens, temperature, top_p)
+        self.seed = seed
+        self.top_logprobs = top_logprobs
+        self.prefill = bool(model.backend.supports_prefill)
+        # Prefilled: " " and the digit at most. Otherwise room for "Score", ":", " 4" and a preamble.
+        self.logprob_params = SamplingParams(2 if self.prefill else 12, 0.0, 1.0)
+        self.stats = JudgeStats()
+
+    @property
+    def aspects(self) -> list[str]:
+        return list(self.rubric.aspects)
+
+    def score(self, stories: list[str], desc: str | None = "judge") -> list[Judgement]:
+        """Judge every story on every aspect (synchronous wrapper of `ascore`)."""
+        return asyncio.run(self.ascore(stories, desc))
+
+    async def ascore(self, stories: list[str], desc: str | None = "judge") -> list[Judgement]:
+        """Judge every story on every aspect; usable from a running event loop (async rewards)."""
+        if self.mode == "logprob":
+            out = await self._logprob(stories, desc)
+        else:
+            out = await self._sample(stories, desc)
+        for j in out:
+            self.stats.add(j)
+        return out
+
+    def _messages(self, mode: str, aspect: str, story: str) -> list[dict[str, str]]:
+        return [{"role": "user", "content": self.rubric.render(mode, aspect, story)}]
+
+    async def _sample(self, stories: list[str], desc: str | None) -> list[Judgement]:
+        low, high = self.rubric.low, self.rubric.high
+        out = [Judgement({a: None for a in self.aspects}, {a: [] for a in self.aspects}) for _ in stories]
+        keys = [_story_key(s) for s in stories]
+        pending = [(i, a, k) for i in range(len(stories)) for a in self.aspects for k in range(self.samples)]
+        for attempt in range(self.max_parse_retries + 1):
+            if not pending:
+                break
+            requests = [ChatRequest(self._messages("sample", a, stories[i]), self.sample_params,
+                                    seed=derive_seed(self.seed, keys[i], a, k, attempt)) for i, a, k in pending]
+            label = desc if attempt == 0 or desc is None else f"{desc} (re-ask {attempt})"
+            replies = await self._generate(requests, label)
+            retry = []
+            for (i, a, k), reply in zip(pending, replies):
+                if reply is None:
+                    out[i].backend_failures += 1
+                    continue
+                out[i].requests += 1
+                value = parse_score(reply.text, low, high)
+                if value is None:
+                    out[i].parse_failures += 1
+                    retry.append((i, a, k))
+                else:
+                    out[i].samples[a].append(value)
+            pending = retry
+        if pending:
+            log.warning("judge: %d sample(s) still unparseable after %d re-asks; counted as missing",
+                        len(pending), self.max_parse_retries)
+        for j in out:
+            j.scores = {a: (sum(v) / len(v) if v else None) for a, v in j.samples.items()}
+        return out
+
+    async def _logprob(self, stories: list[str], desc: str | None) -> list[Judgement]:
+        slots = [(i, a) for i in range(len(stories)) for a in self.aspects]
+        requests = [ChatRequest(self._messages("logprob", a, stories[i]), self.logprob_params,
+                                logprobs=self.top_logprobs, prefill=SCORE_PREFIX if self.prefill else None)
+                    for i, a in slots]
+        replies = await self._generate(requests, desc)
+        out = [Judgement({a: None for a in self.aspects}, {a: [] for a in self.aspects}) for _ in stories]
+        for (i, a), reply in zip(slots, replies):
+            if reply is None:
+                out[i].backend_failures += 1
+                continue
+            out[i].requests += 1
+            value = score_from_logprobs(reply, self.prefill, self.rubric.low, self.rubric.high)
+            if value is None:
+                out[i].parse_failures += 1
+            else:
+                out[i].samples[a].append(value)
+            out[i].scores[a] = value
+        return out
+
+    async def _generate(self, requests: list[ChatRequest], desc: str | None) -> list[Completion | None]:
+        """One batched call; requests lost to a backend that stays down come back as None."""
+        results: list[Completion | None] = [None] * len(requests)
+
+        def keep(idx: list[int], outs: list[Completion]) -> None:
+            for i, o in zip(idx, outs):
+                results[i] = o
+
+        try:
+            await self.model.agenerate(requests, desc=desc, on_done=keep)
+        except BackendUnavailable as exc:
+            lost = sum(r is None for r in results)
+            log.warning("judge backend unavailable (%s): %d of %d judge calls are missing", exc, lost, len(requests))
+        return results
+
+
+def _story_key(story: str) -> str:
+    return hashlib.sha256(story.encode("utf-8")).hexdigest()[:16]

@@ -1,0 +1,188 @@
+"""The reference corpus of classic science fiction that the novelty metrics compare stories to.
+
+The paper measures novelty against SFGram; we use a directory of public-domain Gutenberg works
+(one `.txt` file per work). Loading strips Gutenberg boilerplate, chunks each work into ~250-word
+pieces (never across works), counts unigrams over the whole corpus and embeds the chunks.
+Embedding ~28k chunks takes minutes on a CPU, so results are cached on disk under a key that
+covers everything they depend on: file names and bytes, embedder, chunk size and sampling.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from eval.embed import DEFAULT_EMBEDDER, Embedder, default_cache_dir
+from eval.text import chunk_words, strip_gutenberg, word_tokens
+
+log = logging.getLogger(__name__)
+
+# Bump when text preparation changes, so caches made by older code are not reused.
+_CACHE_VERSION = 1
+_EMBEDDINGS = "embeddings.npy"
+_META = "meta.json"
+_COUNTS = "counts.json"
+
+
+class ReferenceUnavailable(Exception):
+    """The reference corpus cannot be loaded (no directory given, missing, or without text)."""
+
+
+@dataclass(frozen=True, eq=False)
+class ReferenceCorpus:
+    """Chunk embeddings and unigram counts of a reference corpus.
+
+    Attributes:
+        directory: Where the `.txt` works were read from.
+        embedder_name: Name of the encoder that produced `embeddings`.
+        chunk_size: Target chunk length in words.
+        chunk_ids: "<file name>#<chunk index within the work>" for each embedded chunk.
+        counts: Word counts over the whole corpus (all chunks, even when embeddings are sampled).
+        embeddings: (len(chunk_ids), dim) float32, unit-norm rows.
+    """
+
+    directory: Path
+    embedder_name: str
+    chunk_size: int
+    chunk_ids: list[str]
+    counts: dict[str, int]
+    embeddings: np.ndarray
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | Path,
+        embedder: Embedder | None = None,
+        *,
+        chunk_size: int = 250,
+        max_chunks: int | None = None,
+        seed: int = 0,
+        cache_dir: str | Path | None = None,
+        batch_size: int = 32,
+    ) -> ReferenceCorpus:
+        """Load a corpus from a directory of `.txt` works, embedding it unless cached.
+
+        Args:
+            directory: Directory holding one `.txt` file per work.
+            embedder: Encoder for the chunks; defaults to all-MiniLM-L6-v2.
+            chunk_size: Target chunk length in words.
+            max_chunks: Embed only a seeded random sample of this many chunks (quick runs).
+            seed: Seed of that sample.
+            cache_dir: Cache root; defaults to `$SCIFI_CACHE_DIR` or `~/.cache/scifi-review`.
+            batch_size: Encoder batch size.
+
+        Returns:
+            The loaded corpus.
+
+        Raises:
+            ReferenceUnavailable: The directory is missing or holds no text.
+            ValueError: max_chunks < 1.
+        """
+        if max_chunks is not None and max_chunks < 1:
+            raise ValueError(f"max_chunks must be positive, got {max_chunks}")
+        directory = Path(directory)
+        embedder = embedder or Embedder(DEFAULT_EMBEDDER)
+        if not directory.is_dir():
+            raise ReferenceUnavailable(f"{directory} is not a directory")
+        works = {path.name: path.read_bytes() for path in sorted(directory.glob("*.txt"))}
+        if not works:
+            raise ReferenceUnavailable(f"no .txt files in {directory}")
+
+        key = _cache_key(works, embedder.name, chunk_size, max_chunks, seed)
+        entry = Path(cache_dir or default_cache_dir()) / "reference" / key
+        if (entry / _META).is_file():
+            log.info("reference corpus: using cached embeddings %s", entry)
+            return cls._from_cache(directory, entry)
+
+        chunk_ids, chunks, counts = _prepare(works, chunk_size)
+        if not chunks:
+            raise ReferenceUnavailable(f"the .txt files in {directory} hold no words")
+        if max_chunks is not None and max_chunks < len(chunks):
+            keep = np.sort(np.random.default_rng(seed).choice(len(chunks), size=max_chunks, replace=False))
+            chunk_ids = [chunk_ids[i] for i in keep]
+            chunks = [chunks[i] for i in keep]
+        log.info("reference corpus: embedding %d chunks of %d works with %s", len(chunks), len(works), embedder.name)
+        embeddings = embedder.encode(chunks, batch_size=batch_size, show_progress=True)
+        meta = {"embedder": embedder.name, "chunk_size": chunk_size, "chunk_ids": chunk_ids}
+        _write_cache(entry, embeddings, meta, counts)
+        return cls(directory, embedder.name, chunk_size, chunk_ids, counts, embeddings)
+
+    @classmethod
+    def _from_cache(cls, directory: Path, entry: Path) -> ReferenceCorpus:
+        meta = json.loads((entry / _META).read_text(encoding="utf-8"))
+        counts = json.loads((entry / _COUNTS).read_text(encoding="utf-8"))
+        embeddings = np.load(entry / _EMBEDDINGS)
+        return cls(directory, meta["embedder"], meta["chunk_size"], meta["chunk_ids"], counts, embeddings)
+
+
+def load_reference(
+    directory: str | Path | None = None, embedder: Embedder | None = None, **options
+) -> ReferenceCorpus | None:
+    """Load the reference corpus if one is configured, else explain why not.
+
+    Callers report the reference-based metrics as unavailable when this returns None, so that an
+    evaluation without the corpus still produces the judge and surprisal results.
+
+    Args:
+        directory: Corpus directory; defaults to `$SCIFI_REFERENCE_DIR`.
+        embedder: Encoder for the chunks; defaults to all-MiniLM-L6-v2.
+        **options: Keyword options of `ReferenceCorpus.load` (chunk_size, max_chunks, seed,
+            cache_dir, batch_size).
+
+    Returns:
+        The corpus, or None after logging "reference metrics unavailable: <reason>".
+    """
+    directory = directory or os.environ.get("SCIFI_REFERENCE_DIR")
+    try:
+        if not directory:
+            raise ReferenceUnavailable("no reference corpus given (pass a directory or set SCIFI_REFERENCE_DIR)")
+        return ReferenceCorpus.load(directory, embedder, **options)
+    except ReferenceUnavailable as exc:
+        log.warning("reference metrics unavailable: %s", exc)
+        return None
+
+
+def _cache_key(works: dict[str, bytes], embedder_name: str, chunk_size: int, max_chunks: int | None, seed: int) -> str:
+    digest = hashlib.sha256()
+    sampling = f"sample={max_chunks}:{seed}" if max_chunks is not None else "all"
+    digest.update(f"v{_CACHE_VERSION}|{embedder_name}|{chunk_size}|{sampling}".encode())
+    for name, data in works.items():
+        digest.update(f"|{name}|{len(data)}|".encode())
+        digest.update(data)
+    return digest.hexdigest()[:24]
+
+
+def _prepare(works: dict[str, bytes], chunk_size: int) -> tuple[list[str], list[str], dict[str, int]]:
+    chunk_ids: list[str] = []
+    chunks: list[str] = []
+    counts: Counter[str] = Counter()
+    for name, data in works.items():
+        body = strip_gutenberg(data.decode("utf-8", errors="replace"))
+        counts.update(word_tokens(body))
+        pieces = chunk_words(body, chunk_size)
+        chunk_ids.extend(f"{name}#{i}" for i in range(len(pieces)))
+        chunks.extend(pieces)
+    return chunk_ids, chunks, dict(counts)
+
+
+def _write_cache(entry: Path, embeddings: np.ndarray, meta: dict, counts: dict[str, int]) -> None:
+    """Write a cache entry atomically: a crash leaves either no entry or a complete one."""
+    entry.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".tmp-"))
+    np.save(staging / _EMBEDDINGS, embeddings)
+    (staging / _COUNTS).write_text(json.dumps(counts, ensure_ascii=False), encoding="utf-8")
+    (staging / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+    try:
+        staging.rename(entry)
+    except OSError:
+        # Another process cached the same key first; its entry is identical.
+        shutil.rmtree(staging, ignore_errors=True)

@@ -1,0 +1,107 @@
+"""The judge rubric: aspects, score anchors and prompt templates, loaded from `configs/judge/`.
+
+The rubric is data so that it can be revised (and hashed into each run's manifest) without
+touching code. Loading validates it fully, because a rubric with a missing anchor or template
+field would otherwise fail only after a model has been loaded and stories batched.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+from generate.cli import UsageError
+from generate.config import load_yaml
+from generate.paths import CONFIG_DIR
+
+DEFAULT_RUBRIC = CONFIG_DIR / "judge" / "rubric.yaml"
+MODES = ("sample", "logprob")
+_FIELDS = {"aspect_name", "description", "anchors", "story", "begin", "end"}
+_REQUIRED_FIELDS = {"story", "begin", "end"}
+
+
+@dataclass(frozen=True)
+class Aspect:
+    key: str
+    name: str
+    description: str
+    anchors: dict[int, str]
+
+
+@dataclass(frozen=True)
+class Rubric:
+    """Aspects judged independently on the integer scale `low..high`, plus one template per mode."""
+
+    aspects: dict[str, Aspect]
+    templates: dict[str, str]
+    low: int = 0
+    high: int = 5
+
+    def render(self, mode: str, aspect: str, story: str) -> str:
+        """The user message asking for one aspect's score of one story.
+
+        The story is fenced by markers derived from its own hash: a story cannot contain a
+        marker that depends on its full text, so it cannot close the data block early and
+        speak to the judge as if it were the instructions.
+        """
+        spec = self.aspects[aspect]
+        tag = hashlib.sha256(story.encode("utf-8")).hexdigest()[:12].upper()
+        anchors = "\n".join(f"{score}: {spec.anchors[score]}" for score in sorted(spec.anchors, reverse=True))
+        return self.templates[mode].format(
+            aspect_name=spec.name, description=spec.description, anchors=anchors, story=story.strip(),
+            begin=f"<<<STORY-{tag}", end=f"STORY-{tag}>>>",
+        ).strip()
+
+    def texts(self) -> dict[str, str]:
+        """Every text that shapes a judgement, for the manifest's hashes."""
+        out = {f"judge:{m}": t for m, t in self.templates.items()}
+        for key, a in self.aspects.items():
+            out[f"aspect:{key}"] = "\n".join([a.name, a.description] + [a.anchors[s] for s in sorted(a.anchors)])
+        return out
+
+
+def load_rubric(path: str | Path | None = None) -> Rubric:
+    """Read and validate a rubric YAML (default: `configs/judge/rubric.yaml`).
+
+    Raises:
+        UsageError: A missing section, an aspect without an anchor for every score of the scale,
+            a missing template, or a template that lacks the story and its markers.
+    """
+    path = Path(path or DEFAULT_RUBRIC)
+    data = load_yaml(path)
+    scale = data.get("scale") or {}
+    low, high = int(scale.get("min", 0)), int(scale.get("max", 5))
+    if not 0 <= low < high <= 9:
+        raise UsageError(f"{path}: scale must be single digits with min < max, got {low}..{high}")
+    raw_aspects = data.get("aspects")
+    if not isinstance(raw_aspects, dict) or not raw_aspects:
+        raise UsageError(f"{path}: 'aspects' must map aspect keys to their definitions")
+    aspects = {key: _aspect(path, key, value, low, high) for key, value in raw_aspects.items()}
+    templates = data.get("templates") or {}
+    for mode in MODES:
+        _check_template(path, mode, templates.get(mode))
+    return Rubric(aspects, {m: str(templates[m]) for m in MODES}, low, high)
+
+
+def _aspect(path: Path, key: str, value: object, low: int, high: int) -> Aspect:
+    if not isinstance(value, dict) or not value.get("name") or not value.get("description"):
+        raise UsageError(f"{path}: aspect {key!r} needs a name and a description")
+    anchors = {int(k): " ".join(str(v).split()) for k, v in (value.get("anchors") or {}).items()}
+    missing = [s for s in range(low, high + 1) if not anchors.get(s)]
+    extra = sorted(set(anchors) - set(range(low, high + 1)))
+    if missing or extra:
+        raise UsageError(f"{path}: aspect {key!r} needs exactly one anchor for each score {low}..{high} "
+                         f"(missing {missing}, out of scale {extra})")
+    return Aspect(key, str(value["name"]), " ".join(str(value["description"]).split()), anchors)
+
+
+def _check_template(path: Path, mode: str, template: object) -> None:
+    if not isinstance(template, str) or not template.strip():
+        raise UsageError(f"{path}: templates.{mode} is missing")
+    fields = {name for _, name, _, _ in string.Formatter().parse(template) if name}
+    if unknown := fields - _FIELDS:
+        raise UsageError(f"{path}: templates.{mode} uses unknown field(s) {sorted(unknown)}; valid: {sorted(_FIELDS)}")
+    if missing := _REQUIRED_FIELDS - fields:
+        raise UsageError(f"{path}: templates.{mode} must contain {sorted(missing)}")

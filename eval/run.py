@@ -1,0 +1,326 @@
+"""Evaluation run: judge scores, surprisal and reference metrics for every story, then reports.
+
+Stories are processed in chunks of whole prompt groups (all stories one framework wrote for one
+prompt), because homogenization compares the stories of a group. Within a chunk every model
+call of a kind is one batch: the judge's pass over stories x aspects x samples, the surprisal
+forward passes, the embeddings. Each finished chunk is appended to `scores.jsonl`, so an
+interrupted evaluation resumes by skipping the story_ids already there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from eval.embed import DEFAULT_EMBEDDER, Embedder
+from eval.judge import Judge, Judgement
+from eval.metrics import (CosineNovelty, UnigramReference, VolumeGain, draft_to_final_similarity,
+                          mean_pairwise_similarity, unigram_kl)
+from eval.reference import ReferenceCorpus, load_reference
+from eval.report import write_reports
+from eval.rubric import MODES, load_rubric
+from eval.stories import load_stories
+from eval.surprisal import WRITER_TEMPLATE, as_scorer, surprisal
+from eval.text import chunk_words
+from generate.backends import Model, load_model
+from generate.cli import UsageError
+from generate.jsonl import append_jsonl, read_jsonl, repair_jsonl
+from generate.manifest import sha256_text, write_manifest
+from generate.prompts import load_prompts
+
+log = logging.getLogger(__name__)
+
+# Settings that change the scores: resuming with other values would mix two evaluations.
+RESULT_KEYS = ("judge", "judge_mode", "samples", "max_parse_retries", "judge_temperature", "judge_top_p",
+               "judge_max_new_tokens", "rubric", "no_judge", "scorer", "no_surprisal", "reference_dir",
+               "reference_max_chunks", "embedder", "kl_alpha", "seed")
+ID_FIELDS = ("story_id", "prompt_id", "aspect", "framework", "agent", "model")
+
+
+@dataclass
+class EvalConfig:
+    stories: list[str] = field(default_factory=list, metadata={"help": "stories.jsonl file(s) of generation runs"})
+    out: str | None = field(default=None, metadata={"help": "output directory (default: <first stories dir>/eval)"})
+    judge: str = field(default="smollm2-135m-instruct", metadata={"help": "judge model spec"})
+    judge_mode: str = field(default="logprob",
+                            metadata={"help": "logprob (expected digit) | sample (paper: K replies)"})
+    samples: int = field(default=3, metadata={"help": "sample mode: replies per story and aspect"})
+    max_parse_retries: int = field(default=2, metadata={"help": "sample mode: re-asks of an unparseable reply"})
+    judge_temperature: float = 0.7
+    judge_top_p: float = 1.0
+    judge_max_new_tokens: int = field(default=192, metadata={"help": "sample mode: reply budget"})
+    rubric: str | None = field(default=None, metadata={"help": "rubric YAML (default: configs/judge/rubric.yaml)"})
+    no_judge: bool = field(default=False, metadata={"help": "skip the LLM judge"})
+    scorer: str | None = field(default=None, metadata={"help": "surprisal model spec (default: each story's writer)"})
+    no_surprisal: bool = field(default=False, metadata={"help": "skip surprisal"})
+    reference_dir: str | None = field(default=None,
+                                      metadata={"help": "reference .txt works (else $SCIFI_REFERENCE_DIR)"})
+    reference_max_chunks: int | None = field(default=None,
+                                             metadata={"help": "embed a seeded sample of reference chunks"})
+    embedder: str = field(default=DEFAULT_EMBEDDER, metadata={"help": "sentence encoder for the semantic metrics"})
+    kl_alpha: float = field(default=1.0, metadata={"help": "additive smoothing of the unigram KL"})
+    chunk_stories: int = field(default=64, metadata={"help": "stories scored together (batch width)"})
+    batch_size: int = field(default=8, metadata={"help": "hf: sequences per forward pass"})
+    base_url: str | None = field(default=None, metadata={"help": "openai judge: server URL"})
+    api_key: str | None = field(default=None, metadata={"help": "openai judge: key (else OPENAI_API_KEY)"})
+    concurrency: int = field(default=8, metadata={"help": "openai judge: requests in flight"})
+    timeout: float = field(default=120.0, metadata={"help": "openai judge: seconds per request"})
+    retries: int = 5
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.stories, str):
+            self.stories = [self.stories]
+        if self.judge_mode not in MODES:
+            raise UsageError(f"unknown judge mode {self.judge_mode!r}; expected one of: {', '.join(MODES)}")
+        if self.samples < 1 or self.chunk_stories < 1:
+            raise UsageError("--samples and --chunk-stories must be at least 1")
+
+    def output_dir(self) -> Path:
+        return Path(self.out) if self.out else Path(self.stories[0]).parent / "eval"
+
+    def backend_options(self, spec: str) -> dict:
+        kind = spec.partition(":")[0]
+        if kind == "openai":
+            return {"base_url": self.base_url, "api_key": self.api_key, "concurrency": self.concurrency,
+                    "timeout": self.timeout}
+        return {} if kind == "vllm" else {"batch_size": self.batch_size}
+
+
+class Evaluator:
+    """Scores stories into `<out>/scores.jsonl` and writes the summary, tables and plots.
+
+    Args:
+        cfg: the evaluation settings.
+        models: already-built models by spec, used instead of loading them (tests, benchmarks
+            that evaluate several runs with one loaded judge).
+        embedder: encoder to use instead of `Embedder(cfg.embedder)`.
+    """
+
+    def __init__(self, cfg: EvalConfig, models: dict[str, Model] | None = None, embedder: Embedder | None = None):
+        self.cfg = cfg
+        self.out = cfg.output_dir()
+        self.rubric = load_rubric(cfg.rubric)
+        self.prompts = load_prompts()
+        self.embedder = embedder or Embedder(cfg.embedder)
+        self._models: dict[str, Model] = dict(models or {})  # spec -> model, shared by judge and scorer
+        self._judge: Judge | None = None
+        self._embedding_ok = True
+        self.reference: ReferenceCorpus | None = None
+
+    def run(self) -> Path:
+        stories = load_stories(self.cfg.stories)
+        _check_resumable(self.out, self.cfg)
+        self.out.mkdir(parents=True, exist_ok=True)
+        scores = self.out / "scores.jsonl"
+        repair_jsonl(scores)
+        done = {r["story_id"] for r in read_jsonl(scores)}
+        groups = _prompt_groups(stories)
+        todo = [g for g in groups if any(s["story_id"] not in done for s in g)]
+        log.info("%d stories in %d prompt groups, %d already scored, %d to score", len(stories), len(groups),
+                 sum(s["story_id"] in done for s in stories), sum(s["story_id"] not in done for s in stories))
+        if todo:  # a run with nothing left to score keeps the manifest of the run that scored
+            self._load_reference()
+            self._write_manifest(stories)
+        for chunk in tqdm(_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
+                          disable=len(todo) <= 1):
+            append_jsonl(scores, self._score_chunk(chunk, done))
+        write_reports(self.out, list(read_jsonl(scores)), list(self.rubric.aspects),
+                      (self.rubric.low, self.rubric.high))
+        return self.out
+
+    # --- resources --------------------------------------------------------------------------------
+
+    def model(self, spec: str) -> Model:
+        if spec not in self._models:
+            self._models[spec] = load_model(spec, retries=self.cfg.retries, **self.cfg.backend_options(spec))
+        return self._models[spec]
+
+    @property
+    def judge(self) -> Judge:
+        if self._judge is None:
+            c = self.cfg
+            self._judge = Judge(self.model(c.judge), self.rubric, mode=c.judge_mode, samples=c.samples,
+                                max_parse_retries=c.max_parse_retries, temperature=c.judge_temperature,
+                                top_p=c.judge_top_p, max_new_tokens=c.judge_max_new_tokens, seed=c.seed)
+        return self._judge
+
+    def _load_reference(self) -> None:
+        try:
+            self.reference = load_reference(self.cfg.reference_dir, self.embedder,
+                                            max_chunks=self.cfg.reference_max_chunks, seed=self.cfg.seed)
+        except (FileNotFoundError, OSError) as exc:  # the encoder's packages are missing
+            log.warning("reference metrics unavailable: cannot load embedder %s (%s)", self.cfg.embedder, exc)
+            self.reference = None
+        if self.reference is None:
+            log.warning("kl, novelty_cos and volume_gain will be null; the judge, surprisal and "
+                        "homogenization still run")
+            return
+        self._novelty = CosineNovelty(self.reference.embeddings)
+        self._volume = VolumeGain(self.reference.embeddings)
+        self._unigrams = UnigramReference(self.reference.counts)
+
+    # --- scoring ----------------------------------------------------------------------------------
+
+    def _score_chunk(self, groups: list[list[dict]], done: set[str]) -> list[dict]:
+        stories = [s for g in groups for s in g]
+        texts = [s["text"] for s in stories]
+        judged = self._judge_all(texts)
+        surprisals = self._surprisal(stories)
+        chunk_emb = self._embed_stories(texts)
+        draft_emb = self._embed_stories([(s.get("drafts") or [""])[0] for s in stories])
+        homog = self._homogenization(stories, chunk_emb)
+        reference = self._reference_metrics(texts, chunk_emb)
+        records = []
+        for i, s in enumerate(stories):
+            if s["story_id"] in done:
+                continue
+            rec = {k: s.get(k) for k in ID_FIELDS}
+            j = judged[i]
+            rec.update({a: (j.scores[a] if j else None) for a in self.rubric.aspects})
+            rec.update(surprisal=surprisals[i], **reference[i], homogenization=homog[i],
+                       draft_to_final_similarity=_draft_similarity(draft_emb[i], chunk_emb[i]),
+                       judge=j.diagnostics() if j else None)
+            records.append(rec)
+        return records
+
+    def _judge_all(self, texts: list[str]) -> list[Judgement | None]:
+        if self.cfg.no_judge:
+            return [None] * len(texts)
+        return self.judge.score(texts, desc=f"judge ({self.cfg.judge_mode})")
+
+    def _surprisal(self, stories: list[dict]) -> list[float | None]:
+        out: list[float | None] = [None] * len(stories)
+        if self.cfg.no_surprisal:
+            return out
+        by_spec: dict[str, list[int]] = defaultdict(list)
+        for i, s in enumerate(stories):
+            by_spec[self.cfg.scorer or s.get("model") or ""].append(i)
+        for spec, idx in by_spec.items():
+            try:
+                scorer = as_scorer(self.model(spec))
+            except UsageError as exc:
+                if self.cfg.scorer:
+                    raise
+                log.warning("surprisal unavailable for writer model %r: %s", spec, exc)
+                continue
+            values = surprisal(scorer, [stories[i]["prompt"] for i in idx], [stories[i]["text"] for i in idx],
+                               prompt_set=self.prompts)
+            for i, v in zip(idx, values):
+                out[i] = v
+        return out
+
+    def _embed_stories(self, texts: list[str]) -> list[np.ndarray | None]:
+        """Each text's ~250-word chunk embeddings (the unit the reference is embedded in), one
+        encoder call for the whole chunk of stories; None for empty texts."""
+        pieces = [chunk_words(t) if t else [] for t in texts]
+        flat = [p for ps in pieces for p in ps]
+        if not flat or not self._embedding_ok:
+            return [None] * len(texts)
+        try:
+            vectors = self.embedder.encode(flat)
+        except (FileNotFoundError, OSError) as exc:
+            log.warning("embedding metrics unavailable: cannot load embedder %s (%s)", self.cfg.embedder, exc)
+            self._embedding_ok = False
+            return [None] * len(texts)
+        out, at = [], 0
+        for ps in pieces:
+            out.append(vectors[at:at + len(ps)] if ps else None)
+            at += len(ps)
+        return out
+
+    def _homogenization(self, stories: list[dict], emb: list[np.ndarray | None]) -> list[float | None]:
+        """Mean pairwise cosine of a prompt group's final stories, the same value on each story."""
+        members: dict[tuple[str, str], list[int]] = defaultdict(list)
+        for i, s in enumerate(stories):
+            members[(s["framework"], s["prompt_id"])].append(i)
+        out: list[float | None] = [None] * len(stories)
+        for idx in members.values():
+            vecs = [_story_vector(emb[i]) for i in idx if emb[i] is not None]
+            value = mean_pairwise_similarity(np.stack(vecs)) if len(vecs) >= 2 else None
+            for i in idx:
+                out[i] = value
+        return out
+
+    def _reference_metrics(self, texts: list[str], emb: list[np.ndarray | None]) -> list[dict]:
+        empty = {"kl": None, "novelty_cos": None, "volume_gain": None}
+        if self.reference is None:
+            return [dict(empty) for _ in texts]
+        have = [i for i, e in enumerate(emb) if e is not None]
+        gains = self._volume.batch([emb[i] for i in have]) if have else []
+        out = [dict(empty) for _ in texts]
+        for i, gain in zip(have, gains):
+            out[i] = {"kl": unigram_kl(texts[i], self._unigrams, alpha=self.cfg.kl_alpha),
+                      "novelty_cos": self._novelty(emb[i]), "volume_gain": float(gain)}
+        return out
+
+    # --- provenance -------------------------------------------------------------------------------
+
+    def _write_manifest(self, stories: list[dict]) -> None:
+        ref = self.reference
+        extra = {
+            "inputs": {p: _file_sha256(p) for p in self.cfg.stories},
+            "n_stories": len(stories),
+            "judge_backend": None if self.cfg.no_judge else self.judge.model.backend.describe(),
+            "surprisal_template": WRITER_TEMPLATE,
+            "reference": None if ref is None else {"directory": str(ref.directory), "embedder": ref.embedder_name,
+                                                   "chunk_size": ref.chunk_size, "n_chunks": len(ref.chunk_ids)},
+        }
+        templates = {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
+        write_manifest(self.out, kind="evaluation", config=asdict(self.cfg), seed=self.cfg.seed,
+                       templates=templates, extra=extra)
+
+
+def _story_vector(chunks: np.ndarray) -> np.ndarray:
+    """One vector per story: the mean of its chunk embeddings (a ~300-word story is one chunk)."""
+    return chunks.mean(axis=0)
+
+
+def _draft_similarity(draft: np.ndarray | None, final: np.ndarray | None) -> float | None:
+    if draft is None or final is None:
+        return None
+    value = float(draft_to_final_similarity(_story_vector(draft)[None], _story_vector(final)[None])[0])
+    return value if math.isfinite(value) else None
+
+
+def _prompt_groups(stories: list[dict]) -> list[list[dict]]:
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for s in stories:
+        groups.setdefault((s["framework"], s["prompt_id"]), []).append(s)
+    return list(groups.values())
+
+
+def _chunks(groups: list[list[dict]], size: int) -> list[list[list[dict]]]:
+    chunks, current, n = [], [], 0
+    for g in groups:
+        if current and n + len(g) > size:
+            chunks.append(current)
+            current, n = [], 0
+        current.append(g)
+        n += len(g)
+    if current:
+        chunks.append(current)
+    return chunks
+
+
+def _check_resumable(out: Path, cfg: EvalConfig) -> None:
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        return
+    old = json.loads(manifest.read_text(encoding="utf-8")).get("config", {})
+    for key in RESULT_KEYS:
+        if key in old and old[key] != getattr(cfg, key):
+            raise UsageError(f"{out} holds an evaluation made with {key}={old[key]!r} (now {getattr(cfg, key)!r}); "
+                             "use another --out to start a new one")
+
+
+def _file_sha256(path: str) -> str:
+    return sha256_text(Path(path).read_text(encoding="utf-8"))
+

@@ -1,0 +1,60 @@
+"""Reading the `stories.jsonl` files that generation writes, strictly.
+
+Evaluation input is checked up front, line by line: a malformed line, a missing field or a
+story_id seen twice would otherwise surface as a wrong table hours later (duplicates would also
+break resuming, which skips stories by id).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from generate.cli import UsageError
+
+REQUIRED = {"story_id": str, "prompt_id": str, "framework": str, "prompt": str, "text": str}
+
+
+def load_stories(paths: list[str | Path]) -> list[dict]:
+    """All stories of the given files, in file order.
+
+    Raises:
+        UsageError: no file given, a file missing or without stories, a line that is not a JSON
+            object with the required fields, or a story_id that occurs twice.
+    """
+    if not paths:
+        raise UsageError("no stories file given (--stories runs/<name>/stories.jsonl)")
+    stories: list[dict] = []
+    seen: dict[str, str] = {}
+    for path in map(Path, paths):
+        if not path.is_file():
+            raise UsageError(f"stories file not found: {path}")
+        rows = list(_read(path))
+        if not rows:
+            raise UsageError(f"{path}: holds no stories")
+        for where, row in rows:
+            sid = row["story_id"]
+            if sid in seen:
+                raise UsageError(f"{where}: story_id {sid!r} already read from {seen[sid]}; "
+                                 "evaluate runs that share story ids separately")
+            seen[sid] = where
+            stories.append(row)
+    return stories
+
+
+def _read(path: Path):
+    with open(path, encoding="utf-8") as fh:
+        for n, line in enumerate(fh, start=1):
+            if not line.strip():
+                continue
+            where = f"{path}:{n}"
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:
+                raise UsageError(f"{where}: not valid JSON") from None
+            if not isinstance(row, dict):
+                raise UsageError(f"{where}: expected a JSON object")
+            for key, kind in REQUIRED.items():
+                if not isinstance(row.get(key), kind):
+                    raise UsageError(f"{where}: field {key!r} missing or not a {kind.__name__}")
+            yield where, row

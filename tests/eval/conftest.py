@@ -1,0 +1,67 @@
+"""Shared fixtures for the evaluation tests: a tiny synthetic reference corpus, no network."""
+
+from __future__ import annotations
+
+import os
+import zlib
+
+# Keep BLAS/torch to one thread: the test machines have 2 shared cores.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+from pathlib import Path  # noqa: E402
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+
+from eval.embed import Embedder  # noqa: E402
+
+HEADER = (
+    "The Project Gutenberg EBook of {title}\n\n"
+    "*** START OF THIS PROJECT GUTENBERG EBOOK {title} ***\n\nProduced by Volunteers\n\n"
+)
+FOOTER = (
+    "\n\nEnd of the Project Gutenberg EBook of {title}\n\n"
+    "*** END OF THIS PROJECT GUTENBERG EBOOK {title} ***\n\nlicence text\n"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "slow: takes more than a few seconds (loads a real model)")
+
+
+def write_work(directory: Path, name: str, body: str) -> Path:
+    """Write one Gutenberg-style work with header and footer boilerplate around `body`."""
+    title = name.upper()
+    path = directory / f"{name}.txt"
+    path.write_text(HEADER.format(title=title) + body + FOOTER.format(title=title), encoding="utf-8")
+    return path
+
+
+@pytest.fixture
+def tiny_corpus(tmp_path: Path) -> Path:
+    """Three works of 600, 300 and 90 words: 2 + 1 + 1 = 4 chunks of ~250 words."""
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    write_work(directory, "rockets", " ".join(f"rocket{i % 7} flew past the moon" for i in range(120)))
+    write_work(directory, "robots", " ".join(f"the robot{i % 5} dreamed" for i in range(100)))
+    write_work(directory, "oceans", " ".join(f"waves on mars{i % 3}" for i in range(30)))
+    return directory
+
+
+class CountingEmbedder(Embedder):
+    """A deterministic stand-in encoder that records how many texts it embedded."""
+
+    def __init__(self, name: str = "counting-fake", dim: int = 8) -> None:
+        super().__init__(name)
+        self.fake_dim = dim
+        self.calls: list[int] = []
+
+    def encode(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        self.calls.append(len(texts))
+        vectors = np.array([np.random.default_rng(zlib.crc32(t.encode())).normal(size=self.fake_dim) for t in texts])
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture
+def counting_embedder() -> CountingEmbedder:
+    return CountingEmbedder()

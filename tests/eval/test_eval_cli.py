@@ -1,0 +1,213 @@
+"""`python -m eval`: outputs, resuming, missing reference corpus, and bad input."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+from fakes import FakeScorer, ScriptedBackend, model
+
+from eval.__main__ import main
+from eval.report import RULE_METRICS
+from eval.run import EvalConfig, Evaluator
+from generate.cli import UsageError, run_cli
+from generate.paths import cache_dir
+
+ASPECTS = ["concepts", "logic", "characters", "world_building", "ethics"]
+METRICS = [*ASPECTS, *RULE_METRICS]
+OUTPUTS = ["scores.jsonl", "summary.json", "judge_stats.json", "summary.md", "judge_scores.png", "rule_metrics.png",
+           "manifest.json"]
+PROMPT = "Colonists on a comet discover that the ice remembers."
+
+
+def story(framework: str, agent: str, text: str, drafts: list[str], writer: str, n: int) -> dict:
+    return {"story_id": f"{framework}/p1/{agent}", "prompt_id": "p1", "aspect": "Strong Voice", "prompt": PROMPT,
+            "framework": framework, "agent": agent, "model": writer, "text": text, "drafts": drafts,
+            "feedback": [], "n_stories": n}
+
+
+def write_stories(directory: Path, writer: str = "fake-writer") -> list[Path]:
+    """A two-agent review run and a single-agent run on the same prompt, in two files."""
+    review = directory / "review" / "stories.jsonl"
+    single = directory / "single" / "stories.jsonl"
+    for path in (review, single):
+        path.parent.mkdir(parents=True)
+    rows = [story("review", "humanistic", "The comet's ice sang the names of the drowned colonists at night.",
+                  ["Ice on a comet remembered things."], writer, 2),
+            story("review", "ecological", "Lichen crept over the frozen reactor while the comet dreamed of oceans.",
+                  ["A comet. Ice. Memory."], writer, 2)]
+    review.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    single.write_text(json.dumps(story("single", "single", "The colonists drilled, and the ice spoke back in "
+                                       "their mothers' voices.", [], writer, 1)) + "\n")
+    return [review, single]
+
+
+class Fakes:
+    def __init__(self) -> None:
+        self.judge = ScriptedBackend({"logic": ["Score: 2"], "ethics": ["no idea"], "*": ["Score: 4"]})
+        self.models = {"fake-judge": model(self.judge), "fake-writer": model(FakeScorer())}
+
+
+def evaluate(files: list[Path], out: Path, fakes: Fakes, embedder, **options) -> Path:
+    cfg = EvalConfig(stories=[str(f) for f in files], out=str(out), judge="fake-judge", judge_mode="sample",
+                     samples=2, max_parse_retries=1, **options)
+    return Evaluator(cfg, models=fakes.models, embedder=embedder).run()
+
+
+@pytest.fixture
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reference caches go to a temp dir; the converted default model stays shared (no reconversion)."""
+    models = cache_dir("models")
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / "models").symlink_to(models, target_is_directory=True)
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(root))
+    monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)
+
+
+def rows(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
+
+
+def test_evaluation_writes_scores_summary_table_plots_and_manifest(tmp_path, tiny_corpus, counting_embedder,
+                                                                  isolated_cache) -> None:
+    fakes = Fakes()
+    out = evaluate(write_stories(tmp_path), tmp_path / "eval", fakes, counting_embedder,
+                   reference_dir=str(tiny_corpus))
+    for name in OUTPUTS:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+    scores = {r["story_id"]: r for r in rows(out)}
+    assert len(scores) == 3
+    review = scores["review/p1/humanistic"]
+    assert review["concepts"] == 4.0 and review["logic"] == 2.0
+    assert review["ethics"] is None  # never parsed: missing, not 0
+    assert review["judge"]["parse_failures"] == 4 and review["judge"]["n_samples"]["ethics"] == 0
+    assert review["surprisal"] > 0
+    for key in ("kl", "novelty_cos", "volume_gain", "draft_to_final_similarity", "homogenization"):
+        assert isinstance(review[key], float), key
+    assert review["homogenization"] == scores["review/p1/ecological"]["homogenization"]
+    single = scores["single/p1/single"]
+    assert single["homogenization"] is None and single["draft_to_final_similarity"] is None
+
+    summary = json.loads((out / "summary.json").read_text())
+    assert list(summary) == ["review", "single"]
+    for fw in summary:
+        assert list(summary[fw]) == METRICS
+        assert all(set(s) == {"mean", "std", "n"} for s in summary[fw].values())
+    assert summary["review"]["concepts"] == {"mean": 4.0, "std": 0.0, "n": 2}
+    assert summary["review"]["ethics"] == {"mean": None, "std": None, "n": 0}
+    assert summary["review"]["homogenization"]["n"] == 1  # one prompt, counted once
+    assert summary["single"]["homogenization"]["n"] == 0
+    judge = json.loads((out / "judge_stats.json").read_text())
+    assert judge["review"]["parse_failure_rate"] == pytest.approx(8 / 24)
+    table = (out / "summary.md").read_text()
+    assert table.startswith("| Framework | Concepts | Logic | Characters | World-Building | Ethics | Surprisal | "
+                            "KL Div. | 1-Cos Sim. | Volume Gain | Homogenization |")
+    assert "| review | 4.00 ± 0.00 | 2.00 ± 0.00 |" in table
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "evaluation" and manifest["reference"]["n_chunks"] == 4
+    assert "judge:sample" in manifest["template_sha256"]
+
+
+def test_rerun_skips_scored_stories_and_resumes_a_partial_file(tmp_path, tiny_corpus, counting_embedder,
+                                                              isolated_cache) -> None:
+    files = write_stories(tmp_path)
+    fakes = Fakes()
+    out = evaluate(files, tmp_path / "eval", fakes, counting_embedder, reference_dir=str(tiny_corpus))
+    asked = len(fakes.judge.requests)
+    evaluate(files, out, fakes, counting_embedder, reference_dir=str(tiny_corpus))
+    assert len(fakes.judge.requests) == asked
+    assert len(rows(out)) == 3
+
+    lines = (out / "scores.jsonl").read_text().splitlines()
+    (out / "scores.jsonl").write_text("\n".join(lines[:2]) + "\n" + lines[2][:20])  # torn last write
+    evaluate(files, out, fakes, counting_embedder, reference_dir=str(tiny_corpus))
+    assert sorted(r["story_id"] for r in rows(out)) == ["review/p1/ecological", "review/p1/humanistic",
+                                                        "single/p1/single"]
+    assert len(fakes.judge.requests) == asked + 5 * 2 + 2  # one story: 5 aspects x 2 samples + 2 ethics re-asks
+
+
+def test_changed_settings_do_not_mix_into_an_old_evaluation(tmp_path, counting_embedder, isolated_cache) -> None:
+    files = write_stories(tmp_path)
+    out = evaluate(files, tmp_path / "eval", Fakes(), counting_embedder)
+    with pytest.raises(UsageError, match="samples=2"):
+        cfg = EvalConfig(stories=[str(f) for f in files], out=str(out), judge="fake-judge", judge_mode="sample",
+                         samples=3, max_parse_retries=1)
+        Evaluator(cfg, models=Fakes().models, embedder=counting_embedder).run()
+
+
+def test_without_reference_corpus_reference_metrics_are_null(tmp_path, counting_embedder, isolated_cache,
+                                                              caplog) -> None:
+    with caplog.at_level(logging.WARNING):
+        out = evaluate(write_stories(tmp_path), tmp_path / "eval", Fakes(), counting_embedder)
+    assert "reference metrics unavailable" in caplog.text
+    for r in rows(out):
+        assert r["kl"] is None and r["novelty_cos"] is None and r["volume_gain"] is None
+        assert r["concepts"] == 4.0 and r["surprisal"] is not None
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["review"]["kl"] == {"mean": None, "std": None, "n": 0}
+    assert summary["review"]["homogenization"]["n"] == 1
+    assert "n/a" in (out / "summary.md").read_text()
+
+
+def test_no_judge_leaves_aspects_null(tmp_path, counting_embedder, isolated_cache) -> None:
+    fakes = Fakes()
+    out = evaluate(write_stories(tmp_path), tmp_path / "eval", fakes, counting_embedder, no_judge=True)
+    assert fakes.judge.requests == []
+    assert all(r["concepts"] is None and r["judge"] is None for r in rows(out))
+    assert not (out / "judge_scores.png").exists() and (out / "rule_metrics.png").is_file()
+
+
+@pytest.mark.parametrize("content, message", [
+    (None, "stories file not found"),
+    ("", "holds no stories"),
+    ("\n\n", "holds no stories"),
+    ('{"story_id": "a"\n', "not valid JSON"),
+    ("[1, 2]\n", "expected a JSON object"),
+    ('{"story_id": "a", "prompt_id": "p", "framework": "f", "prompt": "x"}\n', "field 'text'"),
+])
+def test_bad_stories_input_is_a_usage_error(tmp_path, content, message) -> None:
+    path = tmp_path / "stories.jsonl"
+    if content is not None:
+        path.write_text(content)
+    with pytest.raises(UsageError, match=message):
+        main(["--stories", str(path), "--no-judge", "--out", str(tmp_path / "eval")])
+
+
+def test_duplicate_story_ids_across_files_are_rejected(tmp_path) -> None:
+    review, _ = write_stories(tmp_path)
+    with pytest.raises(UsageError, match="already read"):
+        main(["--stories", str(review), str(review), "--out", str(tmp_path / "eval")])
+
+
+def test_unknown_judge_mode_and_config_key_are_usage_errors(tmp_path, capsys) -> None:
+    review, _ = write_stories(tmp_path)
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(main, ["--stories", str(review), "--judge-mode", "vote"])
+    assert exit_info.value.code == 2
+    assert "unknown judge mode 'vote'" in capsys.readouterr().err
+    config = tmp_path / "eval.yaml"
+    config.write_text(f"stories: [{review}]\njudge_samples: 3\n")
+    with pytest.raises(UsageError, match="unknown config key"):
+        main(["--config", str(config)])
+
+
+@pytest.mark.slow
+def test_cli_end_to_end_with_the_real_default_model(tmp_path, tiny_corpus, isolated_cache, caplog) -> None:
+    files = write_stories(tmp_path, writer="smollm2-135m-instruct")
+    out = tmp_path / "eval"
+    args = ["--stories", *map(str, files), "--judge", "smollm2-135m-instruct", "--judge-mode", "logprob",
+            "--reference-dir", str(tiny_corpus), "--out", str(out)]
+    assert main(args) == 0
+    for name in OUTPUTS:
+        assert (out / name).is_file(), name
+    for r in rows(out):
+        assert all(0.0 <= r[a] <= 5.0 for a in ASPECTS), r
+        assert r["surprisal"] > 0 and r["kl"] > 0 and 0.0 <= r["novelty_cos"] <= 2.0
+    before = (out / "scores.jsonl").read_text()
+    with caplog.at_level(logging.INFO):
+        assert main(args) == 0
+    assert (out / "scores.jsonl").read_text() == before
+    assert "3 already scored, 0 to score" in caplog.text

@@ -1,0 +1,105 @@
+"""Reference corpus loading, on-disk caching and the 'unavailable' path."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eval.embed import Embedder
+from eval.reference import ReferenceCorpus, ReferenceUnavailable, load_reference
+
+CHUNK_IDS = ["oceans.txt#0", "robots.txt#0", "rockets.txt#0", "rockets.txt#1"]
+
+
+def test_load_strips_chunks_and_counts(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
+    corpus = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path / "cache")
+    assert corpus.chunk_ids == CHUNK_IDS
+    assert corpus.embeddings.shape == (4, 8) and corpus.embeddings.dtype == np.float32
+    assert (corpus.counts["moon"], corpus.counts["dreamed"], corpus.counts["waves"]) == (120, 100, 30)
+    assert not {"gutenberg", "produced", "volunteers", "licence"} & set(corpus.counts)
+    assert (corpus.embedder_name, corpus.chunk_size) == ("counting-fake", 250)
+
+
+def test_second_load_reuses_cache(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
+    first = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
+    second = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
+    assert counting_embedder.calls == [4]
+    np.testing.assert_array_equal(first.embeddings, second.embeddings)
+    assert (second.chunk_ids, second.counts) == (first.chunk_ids, first.counts)
+
+
+def test_cache_key_covers_content_chunk_size_and_embedder(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
+    ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
+    ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path, chunk_size=100)
+    (tiny_corpus / "oceans.txt").write_text("a different ocean story", encoding="utf-8")
+    ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
+    renamed = type(counting_embedder)(name="another-fake")
+    ReferenceCorpus.load(tiny_corpus, renamed, cache_dir=tmp_path)
+    assert len(counting_embedder.calls) == 3 and len(renamed.calls) == 1
+
+
+def test_max_chunks_samples_reproducibly(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
+    full = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
+    sample = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path, max_chunks=2, seed=1)
+    again = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path, max_chunks=2, seed=1)
+    assert counting_embedder.calls == [4, 2]
+    assert len(sample.chunk_ids) == 2 and set(sample.chunk_ids) <= set(CHUNK_IDS)
+    assert sample.chunk_ids == sorted(sample.chunk_ids, key=CHUNK_IDS.index)
+    assert again.chunk_ids == sample.chunk_ids
+    assert sample.counts == full.counts  # unigram counts always cover the whole corpus
+
+
+def test_default_cache_dir_from_environment(tiny_corpus: Path, counting_embedder, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "envcache"))
+    ReferenceCorpus.load(tiny_corpus, counting_embedder)
+    assert list((tmp_path / "envcache" / "reference").glob("*/embeddings.npy"))
+
+
+def test_reference_dir_from_environment(tiny_corpus: Path, counting_embedder, tmp_path: Path, monkeypatch) -> None:
+    monkeypatch.setenv("SCIFI_REFERENCE_DIR", str(tiny_corpus))
+    corpus = load_reference(embedder=counting_embedder, cache_dir=tmp_path)
+    assert corpus is not None and corpus.chunk_ids == CHUNK_IDS
+
+
+@pytest.mark.parametrize(
+    ("make_dir", "reason"),
+    [
+        (None, "no reference corpus given"),
+        (lambda tmp: tmp / "nowhere", "is not a directory"),
+        (lambda tmp: tmp, "no .txt files"),
+    ],
+    ids=["unset", "missing", "empty"],
+)
+def test_unavailable_reference_returns_none_with_message(
+    tmp_path: Path, counting_embedder, monkeypatch, caplog: pytest.LogCaptureFixture, make_dir, reason: str
+) -> None:
+    monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)
+    directory = make_dir(tmp_path) if make_dir else None
+    with caplog.at_level(logging.WARNING, logger="eval.reference"):
+        assert load_reference(directory, counting_embedder, cache_dir=tmp_path / "cache") is None
+    assert "reference metrics unavailable: " in caplog.text and reason in caplog.text
+    assert counting_embedder.calls == []
+
+
+def test_corpus_without_words_is_unavailable(tmp_path: Path, counting_embedder) -> None:
+    (tmp_path / "blank.txt").write_text("  \n\n\t\n", encoding="utf-8")
+    with pytest.raises(ReferenceUnavailable, match="hold no words"):
+        ReferenceCorpus.load(tmp_path, counting_embedder, cache_dir=tmp_path / "cache")
+
+
+@pytest.mark.slow
+def test_real_minilm_cache_reuse(tiny_corpus: Path, tmp_path: Path, monkeypatch) -> None:
+    embedder = Embedder()
+    calls = []
+    encode = embedder.encode
+    monkeypatch.setattr(embedder, "encode", lambda texts, **kw: calls.append(len(texts)) or encode(texts, **kw))
+    first = ReferenceCorpus.load(tiny_corpus, embedder, cache_dir=tmp_path)
+    second = ReferenceCorpus.load(tiny_corpus, embedder, cache_dir=tmp_path)
+    assert calls == [4]
+    assert first.embeddings.shape == (4, 384) and first.embeddings.dtype == np.float32
+    np.testing.assert_allclose(np.linalg.norm(first.embeddings, axis=1), 1.0, rtol=1e-5)
+    np.testing.assert_array_equal(first.embeddings, second.embeddings)
+    assert embedder.encode([]).shape == (0, 384)
