@@ -1,0 +1,72 @@
+"""The main job (benchmark) resumes, and the ablation sweep runs on a tiny grid, with the real
+default model, a tiny reference corpus and very short stories."""
+
+import importlib.util
+import json
+
+import pytest
+
+from generate.jsonl import read_jsonl
+from tests.conftest import REPO
+
+pytestmark = pytest.mark.slow
+
+
+def load_script(name):
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def corpus(tmp_path):
+    directory = tmp_path / "corpus"
+    directory.mkdir()
+    words = "the ship drifted past a cold moon while the crew argued about the engine and the stars".split()
+    for n in range(3):
+        (directory / f"work{n}.txt").write_text(" ".join(words[(i * (n + 1)) % len(words)] for i in range(700)))
+    return directory
+
+
+def test_benchmark_table_and_resume(tmp_path, corpus):
+    bench = load_script("benchmark")
+    out = tmp_path / "bench"
+    argv = ["--frameworks", "single", "review", "--limit", "1", "--max-new-tokens", "8", "--reference-dir",
+            str(corpus), "--out", str(out)]
+    assert bench.main(argv) == 0
+    table = json.loads((out / "benchmark.json").read_text())
+    assert set(table) == {"single", "review"}
+    assert table["review"]["cost"]["x_single"]["calls"] == 21.0
+    assert table["review"]["metrics"]["concepts"]["n"] == 3
+    md = (out / "benchmark.md").read_text()
+    assert "| review |" in md and "Tokens × single" in md
+    journals = {fw: [r["key"] for r in read_jsonl(out / fw / "calls.jsonl")] for fw in ("single", "review")}
+    scores = (out / "eval" / "scores.jsonl").read_text()
+
+    (out / "review" / "stories.jsonl").write_text("")  # as if interrupted before review's stories were saved
+    assert bench.main(argv) == 0
+    for fw, keys in journals.items():  # nothing regenerated: every call was replayed from the journal
+        assert [r["key"] for r in read_jsonl(out / fw / "calls.jsonl")] == keys
+    assert len(list(read_jsonl(out / "review" / "stories.jsonl"))) == 3
+    assert (out / "eval" / "scores.jsonl").read_text() == scores
+
+
+def test_sweep_on_a_tiny_grid(tmp_path, corpus):
+    sweep = load_script("sweep")
+    out = tmp_path / "sweep"
+    assert sweep.main(["--grid", "rounds=1,2", "--limit", "1", "--max-new-tokens", "8", "--reference-dir",
+                       str(corpus), "--out", str(out)]) == 0
+    results = json.loads((out / "sweep.json").read_text())
+    assert [p["value"] for p in results["rounds"]] == [1, 2]
+    assert all(p["summary"]["concepts"]["n"] == 3 for p in results["rounds"])
+    assert (out / "sweep_rounds.png").stat().st_size > 1000
+    assert "## rounds" in (out / "sweep.md").read_text()
+
+
+def test_sweep_rejects_a_bad_grid():
+    from generate.cli import UsageError
+
+    sweep = load_script("sweep")
+    with pytest.raises(UsageError, match="bad --grid"):
+        sweep.parse_grid(["depth=1,2"])
