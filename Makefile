@@ -10,7 +10,7 @@ export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
 
-.PHONY: setup benchmark test test-fast gpu-setup clean
+.PHONY: setup benchmark story test test-fast gpu-setup clean
 
 setup: $(STAMP)
 
@@ -24,6 +24,9 @@ $(STAMP): pyproject.toml Makefile
 
 benchmark: setup
 	$(PY) scripts/benchmark.py --model smollm2-135m-instruct --dataset default --limit 4 --out runs/benchmark
+
+story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Review -> comparison
+	$(PY) scripts/end_to_end.py --out runs/story
 
 test: setup
 	$(PY) -m pytest -q

@@ -1,0 +1,116 @@
+"""The whole story in one command: does GRPO on the single agent match what LLM Review gets from
+interaction, and at what cost?
+
+    python scripts/end_to_end.py --out runs/story            # or: make story
+
+1. Split the prompts (by prompt, stratified by aspect; the same split the GRPO recipe uses) and
+   keep the held-out prompts for every evaluation below.
+2. Baseline: the base writer as single agent and inside Review, on the held-out prompts.
+3. GRPO with the CPU recipe (`configs/grpo/smollm2_cpu.yaml`) on the training prompts.
+4. The tuned writer, as single agent and inside Review, on the same held-out prompts.
+5. Evaluate all four runs with one judge and one surprisal scorer (the base writer, so that
+   surprisal is comparable across writers), then compare them with the base single agent.
+
+Every step is resumable: re-running continues where an interrupted story stopped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from eval.compare import DEFAULT_METRICS, compare, load_run, write_outputs
+from eval.run import EvalConfig, Evaluator
+from generate.backends import load_model
+from generate.cli import UsageError, run_cli
+from generate.datasets import load_dataset
+from generate.paths import REPO_ROOT
+from generate.runner import RunConfig, Runner
+from train.split import load_split, split_tasks
+
+log = logging.getLogger("end_to_end")
+BASE = "smollm2-135m-instruct"
+RUNS = {"base": ("single", "base"), "review": ("review", "base"),
+        "tuned": ("single", "tuned"), "tuned_review": ("review", "tuned")}
+
+
+def parse(argv: Sequence[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", default="runs/story")
+    parser.add_argument("--recipe", default="configs/grpo/smollm2_cpu.yaml")
+    parser.add_argument("--max-steps", type=int, default=None, help="override the recipe's GRPO steps")
+    parser.add_argument("--max-new-tokens", type=int, default=160)
+    parser.add_argument("--reference-dir", default=None, help="classic SF .txt works (else $SCIFI_REFERENCE_DIR)")
+    parser.add_argument("--reference-max-chunks", type=int, default=2000)
+    parser.add_argument("--seed", type=int, default=0)
+    return parser.parse_args(argv)
+
+
+def train(args: argparse.Namespace, out: Path) -> Path:
+    merged = out / "grpo" / "merged"
+    if (merged / "config.json").is_file():
+        log.info("GRPO already done: %s", merged)
+        return merged
+    cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/cpu.yaml",
+           "train/grpo.py", "--config", args.recipe, "--output_dir", str((out / "grpo").resolve())]
+    if args.max_steps:
+        cmd += ["--max_steps", str(args.max_steps)]
+    log.info("training: %s", " ".join(cmd))
+    if subprocess.run(cmd, cwd=REPO_ROOT, env=os.environ).returncode != 0:
+        raise UsageError("GRPO training failed; see its log above")
+    return merged
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parse(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    timings: dict[str, float] = {}
+    tasks = load_dataset("default")
+    split = split_tasks(tasks, eval_fraction=0.2, seed=0, dataset="default")
+    heldout = out / "heldout.jsonl"
+    heldout.write_text("".join(json.dumps({"id": t.id, "aspect": t.aspect, "prompt": t.prompt}) + "\n"
+                               for t in split.select(tasks, "eval")))
+
+    def generate(name: str, writer: str) -> None:
+        framework, _ = RUNS[name]
+        start = time.perf_counter()
+        Runner(RunConfig(framework=framework, model=writer, dataset=str(heldout), seed=args.seed,
+                         max_new_tokens=args.max_new_tokens, out=str(out / name)), model=load_model(writer)).run()
+        timings[f"generate {name}"] = time.perf_counter() - start
+
+    for name in ("base", "review"):
+        generate(name, BASE)
+    start = time.perf_counter()
+    merged = train(args, out)
+    timings["grpo"] = time.perf_counter() - start
+    trained_on = set(load_split(out / "grpo").train)
+    if trained_on & set(split.eval):
+        raise UsageError("the GRPO run trained on held-out prompts; its split differs from ours")
+    for name in ("tuned", "tuned_review"):
+        generate(name, f"hf:{merged.resolve()}")
+
+    base_model = load_model(BASE)
+    for name in RUNS:
+        start = time.perf_counter()
+        cfg = EvalConfig(stories=[str(out / name / "stories.jsonl")], out=str(out / name / "eval"), judge=BASE,
+                         scorer=BASE, reference_dir=args.reference_dir, reference_max_chunks=args.reference_max_chunks,
+                         seed=args.seed)
+        Evaluator(cfg, models={BASE: base_model}).run()
+        timings[f"evaluate {name}"] = time.perf_counter() - start
+    comparison = compare([load_run(name, out / name) for name in RUNS], DEFAULT_METRICS, seed=args.seed)
+    write_outputs(comparison, out / "compare")
+    (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
+    log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(timings.values()))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
