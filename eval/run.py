@@ -29,7 +29,7 @@ from eval.rubric import MODES, load_rubric
 from eval.stories import load_stories
 from eval.surprisal import WRITER_TEMPLATE, as_scorer, surprisal
 from eval.text import chunk_words
-from generate.backends import Model, load_model
+from generate.backends import Model, backend_options, load_model
 from generate.cli import UsageError
 from generate.jsonl import append_jsonl, read_jsonl, repair_jsonl
 from generate.manifest import sha256_text, write_manifest
@@ -87,11 +87,8 @@ class EvalConfig:
         return Path(self.out) if self.out else Path(self.stories[0]).parent / "eval"
 
     def backend_options(self, spec: str) -> dict:
-        kind = spec.partition(":")[0]
-        if kind == "openai":
-            return {"base_url": self.base_url, "api_key": self.api_key, "concurrency": self.concurrency,
-                    "timeout": self.timeout}
-        return {} if kind == "vllm" else {"batch_size": self.batch_size}
+        return backend_options(spec, batch_size=self.batch_size, base_url=self.base_url, api_key=self.api_key,
+                               concurrency=self.concurrency, timeout=self.timeout)
 
 
 class Evaluator:

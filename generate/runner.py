@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from generate.backends import ChatRequest, Completion, Model, SamplingParams, load_model
+from generate.backends import ChatRequest, Completion, Model, SamplingParams, backend_options, load_model
 from generate.cli import UsageError
 from generate.datasets import Task, load_dataset
 from generate.frameworks import Settings, Step, get_framework
@@ -56,13 +56,8 @@ class RunConfig:
     personas: str | None = field(default=None, metadata={"help": "personas YAML"})
 
     def backend_options(self) -> dict:
-        kind = self.model.partition(":")[0]
-        if kind == "openai":
-            return {"base_url": self.base_url, "api_key": self.api_key, "concurrency": self.concurrency,
-                    "timeout": self.timeout}
-        if kind == "vllm":
-            return {}
-        return {"batch_size": self.batch_size}
+        return backend_options(self.model, batch_size=self.batch_size, base_url=self.base_url, api_key=self.api_key,
+                               concurrency=self.concurrency, timeout=self.timeout)
 
 
 @dataclass

@@ -24,7 +24,7 @@ ALIASES: dict[str, str] = {
 }
 
 __all__ = ["Backend", "BackendUnavailable", "ChatRequest", "Completion", "Model", "RetryPolicy",
-           "SamplingParams", "TokenLogprob", "load_backend", "load_model", "resolve_spec"]
+           "SamplingParams", "TokenLogprob", "backend_options", "load_backend", "load_model", "resolve_spec"]
 
 
 def _import(target: str) -> Any:
@@ -41,6 +41,15 @@ def resolve_spec(spec: str) -> tuple[str, str]:
         valid = ", ".join([f"{k}:<model>" for k in BACKENDS] + list(ALIASES))
         raise UsageError(f"unknown model {spec!r}; expected one of: {valid}")
     return kind, name
+
+
+def backend_options(spec: str, *, batch_size: int, base_url: str | None = None, api_key: str | None = None,
+                    concurrency: int = 8, timeout: float = 120.0) -> dict[str, Any]:
+    """The subset of the CLI's model options that the spec's backend kind takes."""
+    kind = spec.partition(":")[0]
+    if kind == "openai":
+        return {"base_url": base_url, "api_key": api_key, "concurrency": concurrency, "timeout": timeout}
+    return {} if kind == "vllm" else {"batch_size": batch_size}
 
 
 def load_backend(spec: str, **options: Any) -> Backend:
