@@ -178,6 +178,7 @@ def _write_cache(entry: Path, embeddings: np.ndarray, meta: dict, counts: dict[s
     """Write a cache entry atomically: a crash leaves either no entry or a complete one."""
     entry.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".tmp-"))
+    staging.chmod(0o755)  # mkdtemp makes it owner-only; the cache is meant to be shared
     np.save(staging / _EMBEDDINGS, embeddings)
     (staging / _COUNTS).write_text(json.dumps(counts, ensure_ascii=False), encoding="utf-8")
     (staging / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import os
 import zlib
+from pathlib import Path
 
-# Keep BLAS/torch to one thread: the test machines have 2 shared cores.
-os.environ.setdefault("OMP_NUM_THREADS", "1")
+import numpy as np
+import pytest
 
-from pathlib import Path  # noqa: E402
-
-import numpy as np  # noqa: E402
-import pytest  # noqa: E402
-
-from eval.embed import Embedder  # noqa: E402
+from eval.embed import Embedder
 
 HEADER = (
     "The Project Gutenberg EBook of {title}\n\n"
@@ -23,10 +18,6 @@ FOOTER = (
     "\n\nEnd of the Project Gutenberg EBook of {title}\n\n"
     "*** END OF THIS PROJECT GUTENBERG EBOOK {title} ***\n\nlicence text\n"
 )
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "slow: takes more than a few seconds (loads a real model)")
 
 
 def write_work(directory: Path, name: str, body: str) -> Path:
