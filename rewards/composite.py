@@ -1,0 +1,58 @@
+"""Score a batch with a recipe's rewards outside the trainer, combined exactly as trl combines them.
+
+Used by the held-out evaluation (`scripts/heldout_reward.py`) and the trainer's start-up check, so
+"the same composite reward" means the same callables and the same weighted, None-skipping sum:
+trl turns None into NaN and takes `nansum(weights * rewards)` per completion (a completion that
+every reward skipped has no total).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from rewards.registry import RewardFunc
+
+Values = list[float | None]
+
+
+def weighted_total(values: dict[str, Values], weights: Sequence[float]) -> Values:
+    """Per completion, sum of weight x value over the rewards that gave a value."""
+    columns = list(values.values())
+    totals: Values = []
+    for row in zip(*columns, strict=True):
+        parts = [w * v for w, v in zip(weights, row, strict=True) if v is not None and math.isfinite(v)]
+        totals.append(math.fsum(parts) if parts else None)
+    return totals
+
+
+def score_batch(funcs: Sequence[RewardFunc], prompts: list[Any], completions: list[Any],
+                weights: Sequence[float] | None = None, **columns: Any) -> tuple[dict[str, Values], Values]:
+    """Run every reward on one batch: sync rewards in turn, async ones concurrently in one loop
+    (as trl does, so the judge reward and the gated rewards share one judge call).
+
+    Returns:
+        ({reward name: values}, weighted totals); weights default to 1 for every reward.
+    """
+    weights = list(weights) if weights is not None else [1.0] * len(funcs)
+    if len(weights) != len(funcs):
+        raise ValueError(f"{len(weights)} weights for {len(funcs)} rewards")
+    values: dict[str, Values] = {}
+    pending = []
+    for func in funcs:
+        if inspect.iscoroutinefunction(func):
+            pending.append(func)
+        else:
+            values[func.__name__] = list(func(prompts, completions, **columns))
+
+    async def run_async() -> list[Values]:
+        return await asyncio.gather(*(f(prompts, completions, **columns) for f in pending))
+
+    if pending:
+        for func, out in zip(pending, asyncio.run(run_async())):
+            values[func.__name__] = list(out)
+    ordered = {f.__name__: values[f.__name__] for f in funcs}
+    return ordered, weighted_total(ordered, weights)

@@ -1,0 +1,78 @@
+"""Group diversity (DARLING-like): how different a completion is from its siblings.
+
+GRPO samples `num_generations` completions per prompt and compares them with each other; a reward
+that only scores quality lets the group collapse onto one safe story. DARLING (arXiv 2509.02534)
+rewards each rollout by the fraction of its siblings that are semantically different; we use the
+continuous version, the mean cosine dissimilarity to the siblings:
+
+    diversity_i = mean_{j in group(i), j != i} (1 - cos(e_i, e_j))
+
+so identical siblings score 0 and a story's score rises with its distance from every sibling.
+Averaged over a group it equals 1 - `eval.metrics.mean_pairwise_similarity`, the evaluation's
+homogenization metric.
+
+Grouping under trl's batching: trl 1.16's `RepeatSampler` repeats each prompt `num_generations`
+times consecutively, and each process receives a contiguous slice of the global generation batch;
+the reward functions see only that local slice. Only the global generation batch must be a
+multiple of `num_generations`, so with several processes a group CAN be split across them (e.g.
+2 processes x 2 completions, 4 generations). We therefore group by the `prompt_id` column (never
+by position) and, when there are several processes, all-gather (group key, embedding) pairs so
+that every completion is compared with all its siblings, then return this process's slice (trl
+slices the gathered rewards the same way: process index x local batch size).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+
+from eval.embed import DEFAULT_EMBEDDER
+from rewards.embedding import story_embeddings
+from rewards.registry import reward
+from rewards.text import completion_texts, group_keys
+
+
+def sibling_dissimilarity(keys: list[str], vectors: list[np.ndarray | None]) -> list[float | None]:
+    """Per item, the mean (1 - cosine) to the other items with the same key.
+
+    Items without a vector (empty stories) are left out of every group and scored None, as is an
+    item without siblings.
+    """
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, (key, vec) in enumerate(zip(keys, vectors, strict=True)):
+        if vec is not None:
+            groups[key].append(i)
+    out: list[float | None] = [None] * len(keys)
+    for members in groups.values():
+        if len(members) < 2:
+            continue
+        mat = np.stack([vectors[i] for i in members]).astype(np.float64)
+        sims = mat @ mat.T
+        dissim = (1.0 - sims).sum(axis=1) / (len(members) - 1)  # the diagonal term is 1 - 1 = 0
+        for i, value in zip(members, dissim.tolist()):
+            out[i] = value
+    return out
+
+
+def gather_across_processes(keys: list[str], vectors: list[np.ndarray | None]) -> tuple[list, list, int]:
+    """All processes' (keys, vectors) in process order, and where this process's slice starts."""
+    from accelerate import PartialState
+    from accelerate.utils import gather_object
+
+    state = PartialState()
+    if state.num_processes == 1:
+        return keys, vectors, 0
+    sizes = gather_object([len(keys)])
+    pairs = gather_object(list(zip(keys, vectors)))
+    offset = sum(sizes[:state.process_index])
+    return [k for k, _ in pairs], [v for _, v in pairs], offset
+
+
+@reward("group_diversity", novelty=True)
+def group_diversity(prompts, completions, *, embedder: str = DEFAULT_EMBEDDER, **columns) -> list[float | None]:
+    """Mean cosine dissimilarity of each completion to its siblings (same `prompt_id`), in [0, 2]."""
+    keys = group_keys(prompts, columns.get("prompt_id"))
+    vectors = story_embeddings(completion_texts(completions), embedder)
+    all_keys, all_vectors, offset = gather_across_processes(keys, vectors)
+    return sibling_dissimilarity(all_keys, all_vectors)[offset:offset + len(keys)]

@@ -1,0 +1,51 @@
+"""Wall-clock intervals of reward computations, per process, for the reward-time callback.
+
+Async rewards (the judge, gated rewards) run concurrently, so summing their durations would
+overstate the time they cost; we keep (start, end) intervals and report the length of their union.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+
+_lock = threading.Lock()  # trl runs async rewards on its own event-loop thread
+_intervals: list[tuple[str, float, float]] = []
+
+
+@contextmanager
+def timed(name: str) -> Iterator[None]:
+    """Record the wall-clock interval of the enclosed block under `name`."""
+    start = time.perf_counter()
+    try:
+        yield
+    finally:
+        end = time.perf_counter()
+        with _lock:
+            _intervals.append((name, start, end))
+
+
+def take() -> list[tuple[str, float, float]]:
+    """Every interval recorded since the last call, clearing the record."""
+    with _lock:
+        out = list(_intervals)
+        _intervals.clear()
+    return out
+
+
+def union_seconds(intervals: Iterable[tuple[str, float, float]], names: set[str] | None = None) -> float:
+    """Length of the union of the intervals (restricted to `names` when given)."""
+    spans = sorted((s, e) for n, s, e in intervals if names is None or n in names)
+    total, cur_start, cur_end = 0.0, None, None
+    for s, e in spans:
+        if cur_end is None or s > cur_end:
+            if cur_end is not None:
+                total += cur_end - cur_start
+            cur_start, cur_end = s, e
+        else:
+            cur_end = max(cur_end, e)
+    if cur_end is not None:
+        total += cur_end - cur_start
+    return total

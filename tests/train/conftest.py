@@ -1,0 +1,72 @@
+"""Fixtures for the GRPO tests: a tiny reference corpus, a deterministic fake encoder, fresh caches."""
+
+from __future__ import annotations
+
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from eval.embed import Embedder
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def write_corpus(directory: Path) -> Path:
+    """Three Gutenberg-style works (600, 300, 90 words): 4 chunks of ~250 words."""
+    directory.mkdir(parents=True, exist_ok=True)
+    bodies = {
+        "rockets": " ".join(f"rocket{i % 7} flew past the moon" for i in range(120)),
+        "robots": " ".join(f"the robot{i % 5} dreamed" for i in range(100)),
+        "oceans": " ".join(f"waves on mars{i % 3}" for i in range(30)),
+    }
+    for name, body in bodies.items():
+        title = name.upper()
+        (directory / f"{name}.txt").write_text(
+            f"*** START OF THE PROJECT GUTENBERG EBOOK {title} ***\n\n{body}\n\n"
+            f"*** END OF THE PROJECT GUTENBERG EBOOK {title} ***\n", encoding="utf-8")
+    return directory
+
+
+class FakeEmbedder(Embedder):
+    """Deterministic unit vectors from a hash of the text; counts encoder calls."""
+
+    def __init__(self, name: str = "fake", dim: int = 8) -> None:
+        super().__init__(name)
+        self.fake_dim = dim
+        self.calls: list[int] = []
+
+    def encode(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        self.calls.append(len(texts))
+        vectors = np.array([np.random.default_rng(zlib.crc32(t.encode())).normal(size=self.fake_dim) for t in texts])
+        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.fixture
+def fake_embedder(monkeypatch) -> FakeEmbedder:
+    """Every reward's encoder is the fake one; reward-side caches start empty."""
+    from rewards import embedding, reference
+
+    fake = FakeEmbedder()
+    monkeypatch.setattr(embedding, "get_embedder", lambda name: fake)
+    monkeypatch.setattr(reference, "get_embedder", lambda name: fake)
+    embedding._cache.clear()
+    reference.reference_metrics.cache_clear()
+    yield fake
+    embedding._cache.clear()
+    reference.reference_metrics.cache_clear()
+
+
+@pytest.fixture
+def tiny_reference(tmp_path, monkeypatch) -> Path:
+    """A tiny corpus as SCIFI_REFERENCE_DIR, with its embedding cache under tmp_path."""
+    directory = write_corpus(tmp_path / "corpus")
+    monkeypatch.setenv("SCIFI_REFERENCE_DIR", str(directory))
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
+    return directory
+
+
+def chat(text: str) -> list[dict[str, str]]:
+    """A completion as trl passes it for conversational prompts."""
+    return [{"role": "assistant", "content": text}]

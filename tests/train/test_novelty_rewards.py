@@ -1,0 +1,97 @@
+"""Reference rewards equal the evaluation metrics on the same text; encoder runs once per step."""
+
+from __future__ import annotations
+
+import pytest
+
+from eval.metrics import CosineNovelty, UnigramReference, naive_volume_gain, unigram_kl
+from eval.reference import load_reference
+from eval.text import chunk_words
+from rewards import build_rewards
+from rewards.composite import score_batch
+from rewards.novelty import kl, novelty_cos, volume_gain
+from tests.train.conftest import chat
+
+STORIES = [
+    "The rocket hummed beneath a violet moon while the robot counted tides.",
+    " ".join(f"word{i % 40} drifted over ochre dunes" for i in range(90)),  # ~450 words: two chunks
+    "Quasar-lit orchards whispered; nobody on Mars remembered rain.",
+]
+PROMPTS = [[{"role": "user", "content": "Write."}]] * len(STORIES)
+
+
+@pytest.fixture
+def corpus(fake_embedder, tiny_reference):
+    return load_reference(tiny_reference, fake_embedder)
+
+
+def test_kl_reward_is_the_unigram_kl_metric(corpus):
+    out = kl(PROMPTS, [chat(s) for s in STORIES], alpha=0.01)
+    expected = [unigram_kl(s, UnigramReference(corpus.counts), alpha=0.01) for s in STORIES]
+    assert out == pytest.approx(expected)
+
+
+def test_novelty_cos_reward_is_the_cosine_novelty_metric(corpus, fake_embedder):
+    out = novelty_cos(PROMPTS, [chat(s) for s in STORIES])
+    metric = CosineNovelty(corpus.embeddings)
+    expected = [metric(fake_embedder.encode(chunk_words(s, corpus.chunk_size))) for s in STORIES]
+    assert out == pytest.approx(expected)
+
+
+def test_volume_gain_reward_is_the_volume_gain_metric(corpus, fake_embedder):
+    out = volume_gain(PROMPTS, [chat(s) for s in STORIES])
+    expected = [naive_volume_gain(corpus.embeddings, fake_embedder.encode(chunk_words(s, corpus.chunk_size)))
+                for s in STORIES]
+    assert out == pytest.approx(expected, rel=1e-6, abs=1e-8)
+
+
+def test_empty_completions_get_none(corpus):
+    completions = [chat(""), chat(STORIES[0])]
+    for reward in (kl, novelty_cos, volume_gain):
+        out = reward(PROMPTS[:2], completions)
+        assert out[0] is None and out[1] is not None
+
+
+def test_embedding_rewards_share_one_encoder_pass_per_step(corpus, fake_embedder):
+    funcs = build_rewards(["novelty_cos", "volume_gain", "group_diversity"])
+    fake_embedder.calls.clear()
+    completions = [chat(s) for s in STORIES]
+    score_batch(funcs, PROMPTS, completions, prompt_id=["p"] * 3)
+    assert fake_embedder.calls == [4]  # 1 + 2 + 1 chunks, one call for all three rewards
+    score_batch(funcs, PROMPTS, [chat(s + " again") for s in STORIES], prompt_id=["p"] * 3)
+    assert len(fake_embedder.calls) == 2  # a new step's batch is embedded anew
+
+
+def test_reference_is_loaded_once_per_process(corpus, fake_embedder, monkeypatch):
+    from rewards import reference
+
+    reference.reference_metrics.cache_clear()
+    loads = []
+    real = reference.load_reference
+    monkeypatch.setattr(reference, "load_reference", lambda *a, **k: loads.append(1) or real(*a, **k))
+    for _ in range(3):
+        novelty_cos(PROMPTS, [chat(s) for s in STORIES])
+        kl(PROMPTS, [chat(s) for s in STORIES])
+    assert len(loads) == 1
+
+
+def test_missing_reference_is_a_clear_error(fake_embedder, monkeypatch):
+    from generate.cli import UsageError
+
+    monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)
+    with pytest.raises(UsageError, match="SCIFI_REFERENCE_DIR"):
+        novelty_cos(PROMPTS, [chat(STORIES[0])] * 3)
+
+
+def test_surprisal_reward_is_the_surprisal_metric(monkeypatch):
+    from eval.surprisal import surprisal as metric
+    from rewards import surprisal as module
+
+    class Scorer:  # log p = -1 for every token of a 1-token-per-word story
+        def score(self, pairs, batch_size=None):
+            return [[-1.0] * len(story.split()) for _, story in pairs]
+
+    monkeypatch.setattr(module, "get_scorer", lambda model, batch_size: Scorer())
+    tasks = ["A comet.", "A moon.", "Mars."]
+    out = module.surprisal(PROMPTS, [chat(s) for s in STORIES], task_prompt=tasks)
+    assert out == pytest.approx(metric(Scorer(), tasks, STORIES)) and out == pytest.approx([1.0] * 3)

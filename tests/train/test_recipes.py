@@ -1,0 +1,80 @@
+"""Every recipe parses into trl's dataclasses with the intended settings, and its rewards build.
+
+The GPU recipes' vLLM path cannot run here (no GPU, no vLLM wheel for CPUs): these tests check
+only that the recipes say what they should to trl. `--use_cpu true` is added for the GPU recipes
+because transformers refuses bf16 without a GPU unless told the run is on a CPU.
+"""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+from trl import GRPOConfig, ModelConfig, TrlParser
+
+from rewards import build_rewards
+from tests.train.conftest import REPO
+from train.args import ScriptArguments
+
+GPU_RECIPES = {
+    "llama32_1b": "meta-llama/Llama-3.2-1B-Instruct",
+    "llama32_3b": "meta-llama/Llama-3.2-3B-Instruct",
+    "qwen25_1p5b": "Qwen/Qwen2.5-1.5B-Instruct",
+    "qwen25_3b": "Qwen/Qwen2.5-3B-Instruct",
+}
+
+
+def parse(recipe: str, *overrides: str):
+    parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))
+    return parser.parse_args_and_config(["--config", str(REPO / "configs" / "grpo" / f"{recipe}.yaml"), *overrides])
+
+
+def test_cpu_recipe_is_a_small_cpu_lora_run_with_the_embedded_judge():
+    script, training, model = parse("smollm2_cpu")
+    assert training.use_cpu and not training.use_vllm
+    assert training.num_generations == 4 and training.max_completion_length <= 96
+    assert training.logging_steps == 1 and training.report_to == []
+    assert model.model_name_or_path == "smollm2-135m-instruct" and model.use_peft
+    assert script.reward_options["judge"] == {"model": "smollm2-135m-instruct", "mode": "logprob", "timeout": 300}
+    assert len(training.reward_weights) == len(script.reward_funcs)
+
+
+@pytest.mark.parametrize("recipe", sorted(GPU_RECIPES))
+def test_gpu_recipes_use_colocated_vllm_and_igniting_settings(recipe):
+    script, training, model = parse(recipe, "--use_cpu", "true")
+    assert model.model_name_or_path == GPU_RECIPES[recipe]
+    assert training.use_vllm and training.vllm_mode == "colocate"
+    assert training.bf16 and model.dtype == "bfloat16"
+    assert training.beta == 0.001 and training.num_generations >= 4 and training.max_completion_length == 512
+    assert model.use_peft and 1e-6 <= training.learning_rate <= 1e-4
+    assert script.dataset == "scifi100" and script.reward_gate == "judge"
+    assert script.reward_options["judge"]["model"].startswith("openai:")
+    assert training.generation_batch_size % training.num_generations == 0
+    assert len(training.reward_weights) == len(script.reward_funcs)
+
+
+@pytest.mark.parametrize("recipe", ["smollm2_cpu", *sorted(GPU_RECIPES)])
+def test_recipe_rewards_build_with_their_options(recipe):
+    config = yaml.safe_load((REPO / "configs" / "grpo" / f"{recipe}.yaml").read_text())
+    funcs = build_rewards(config["reward_funcs"], config.get("reward_options"), config.get("reward_gate", "none"))
+    assert len(funcs) == len(config["reward_weights"])
+
+
+def test_command_line_overrides_win_over_the_recipe():
+    options = '{"length": {"target_words": 9}}'
+    script, training, _ = parse("smollm2_cpu", "--max_steps", "2", "--reward_options", options)
+    assert training.max_steps == 2 and script.reward_options == {"length": {"target_words": 9}}
+
+
+def test_unknown_recipe_keys_are_an_error(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("model_name_or_path: x\nuse_cpu: true\nreward_fucns: [length]\n")
+    with pytest.raises(ValueError, match="reward_fucns"):
+        TrlParser((ScriptArguments, GRPOConfig, ModelConfig)).parse_args_and_config(["--config", str(bad)])
+
+
+@pytest.mark.parametrize(("name", "kind", "stage"), [
+    ("cpu", "NO", None), ("ddp", "MULTI_GPU", None), ("zero2", "DEEPSPEED", 2), ("zero3", "DEEPSPEED", 3)])
+def test_accelerate_configs(name, kind, stage):
+    config = yaml.safe_load((REPO / "configs" / "accelerate" / f"{name}.yaml").read_text())
+    assert config["distributed_type"] == kind
+    assert config.get("deepspeed_config", {}).get("zero_stage") == stage

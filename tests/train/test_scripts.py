@@ -1,0 +1,57 @@
+"""scripts/plot_rewards.py and scripts/heldout_reward.py on literal inputs."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from scripts import heldout_reward, plot_rewards
+
+HISTORY = [
+    {"step": 1, "loss": 0.1, "reward": 0.5, "rewards/judge/mean": 0.6, "rewards/length/mean": -0.2},
+    {"step": 2, "loss": 0.1, "reward": 0.7, "rewards/judge/mean": None, "rewards/length/mean": -0.1},
+    {"step": 3, "loss": 0.1, "reward": 0.9, "rewards/judge/mean": 0.7, "rewards/length/mean": 0.0,
+     "rewards/length/std": 0.3},
+    {"step": 3, "train_runtime": 9.0},
+]
+
+
+def test_reward_series_takes_the_total_and_each_component():
+    series = plot_rewards.reward_series(HISTORY)
+    assert series["total"] == ([1, 2, 3], [0.5, 0.7, 0.9])
+    assert series["judge"] == ([1, 3], [0.6, 0.7])  # the step without a judge value is skipped
+    assert set(series) == {"total", "judge", "length"}
+
+
+def test_moving_average_is_trailing():
+    assert plot_rewards.moving_average([1, 2, 3, 4], 2).tolist() == [1.0, 1.5, 2.5, 3.5]
+
+
+def test_plot_writes_a_png(tmp_path):
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": HISTORY}))
+    with pytest.raises(SystemExit) as exit_info:
+        plot_rewards.run_cli(plot_rewards.main, [str(tmp_path)])
+    assert exit_info.value.code == 0
+    assert (tmp_path / "rewards.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_heldout_table_reports_paired_differences():
+    results = {
+        "base": {"values": {"length": [0.0, 0.0, 1.0, 1.0]}, "totals": [0.0, 0.0, 1.0, 1.0]},
+        "grpo": {"values": {"length": [1.0, 1.0, 1.0, 2.0]}, "totals": [1.0, 1.0, 1.0, 2.0]},
+    }
+    text = heldout_reward.table(results, n_prompts=2, samples=2)
+    lines = text.splitlines()
+    assert lines[0].split()[:3] == ["model", "length", "total"]
+    assert lines[2].split()[-3:] == ["+0.7500", "+-", "0.2500"]  # prompt diffs 1.0 and 0.5
+
+
+def test_recipe_settings_take_rewards_and_decoding_from_the_recipe():
+    config = {"reward_funcs": ["length"], "reward_weights": [2.0], "max_completion_length": 40, "beta": 0.1}
+    script, settings = heldout_reward.recipe_settings(config)
+    assert script.reward_funcs == ["length"]
+    assert settings["reward_weights"] == [2.0] and settings["max_completion_length"] == 40
+    assert settings["temperature"] == 1.0  # GRPOConfig's default when the recipe leaves it out
+    assert np.isfinite(settings["top_p"])

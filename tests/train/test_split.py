@@ -1,0 +1,69 @@
+"""The train/eval prompt split: by prompt, stratified by aspect, seeded, saved and reloaded."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+
+import pytest
+
+from generate.cli import UsageError
+from generate.datasets import Task, load_dataset
+from train.split import load_split, split_tasks
+
+
+def scifi_like(aspects: int = 10, per_aspect: int = 10) -> list[Task]:
+    return [Task(f"a{a}-{i:02d}", f"Aspect {a}", f"prompt {a} {i}") for a in range(aspects) for i in range(per_aspect)]
+
+
+def test_scifi100_shape_holds_out_two_prompts_per_aspect():
+    tasks = scifi_like()
+    split = split_tasks(tasks, 0.2, seed=0)
+    aspect = {t.id: t.aspect for t in tasks}
+    assert Counter(aspect[i] for i in split.eval) == {f"Aspect {a}": 2 for a in range(10)}
+    assert set(split.train).isdisjoint(split.eval)
+    assert set(split.train) | set(split.eval) == {t.id for t in tasks}
+
+
+def test_the_real_scifi100_split(scifi100_path):
+    tasks = load_dataset(scifi100_path)
+    split = split_tasks(tasks, 0.2, seed=0)
+    assert len(split.eval) == 20
+    assert set(Counter(t.aspect for t in split.select(tasks, "eval")).values()) == {2}
+
+
+def test_bundled_default_dataset_spreads_eval_prompts_over_aspects():
+    tasks = load_dataset("default")
+    split = split_tasks(tasks, 0.2, seed=0)
+    eval_tasks = split.select(tasks, "eval")
+    assert len(eval_tasks) == round(0.2 * len(tasks))
+    assert len({t.aspect for t in eval_tasks}) == len(eval_tasks)  # no aspect twice while others have none
+
+
+def test_split_is_deterministic_per_seed():
+    tasks = scifi_like()
+    assert split_tasks(tasks, 0.2, 3) == split_tasks(tasks, 0.2, 3)
+    assert split_tasks(tasks, 0.2, 3).eval != split_tasks(tasks, 0.2, 4).eval
+
+
+def test_zero_fraction_holds_out_nothing_and_bad_fractions_fail():
+    tasks = scifi_like(2, 2)
+    assert split_tasks(tasks, 0.0, 0).eval == []
+    with pytest.raises(UsageError):
+        split_tasks(tasks, 1.0, 0)
+
+
+def test_save_load_and_select(tmp_path):
+    tasks = scifi_like(3, 5)
+    split = split_tasks(tasks, 0.2, 0, dataset="synthetic")
+    path = split.save(tmp_path)
+    assert json.loads(path.read_text())["eval"] == split.eval
+    again = load_split(tmp_path)
+    assert again == split
+    assert [t.id for t in again.select(tasks, "train")] == [t.id for t in tasks if t.id in split.train]
+
+
+def test_selecting_from_the_wrong_dataset_fails():
+    split = split_tasks(scifi_like(3, 5), 0.2, 0)
+    with pytest.raises(UsageError, match="missing from the dataset"):
+        split.select(scifi_like(2, 2), "eval")

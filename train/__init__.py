@@ -1,0 +1,1 @@
+"""GRPO fine-tuning of the writer on creativity rewards (`train/grpo.py`)."""

@@ -1,0 +1,106 @@
+"""Fine-tune the writer with GRPO on a composite creativity reward.
+
+GRPO (trl's `GRPOTrainer`) samples `num_generations` stories per prompt, scores each with the
+recipe's rewards (`rewards/`: judge quality, reference novelty, sibling diversity, a length
+penalty; weighted by `reward_weights`, optionally quality-gated) and moves the policy towards the
+stories that beat their siblings. Prompts are the single-agent writer prompts of the training
+part of a by-prompt, aspect-stratified split; the held-out prompts (`<output_dir>/split.json`)
+are for `scripts/heldout_reward.py`. Outputs: the LoRA adapter in `<output_dir>`, the merged
+model in `<output_dir>/merged` (`python -m generate --model hf:<output_dir>/merged`),
+`trainer_state.json` (per-reward curves: `scripts/plot_rewards.py`) and `manifest.json`.
+
+Launch (one recipe per experiment, any recipe field can be overridden on the command line):
+
+    # this CPU, bundled SmolLM2-135M, embedded judge
+    accelerate launch --config_file configs/accelerate/cpu.yaml train/grpo.py --config configs/grpo/smollm2_cpu.yaml
+    # two CPU processes under DeepSpeed ZeRO-2 (tests do this with --max_steps 2)
+    accelerate launch --config_file configs/accelerate/zero2.yaml --num_processes 2 train/grpo.py \
+        --config configs/grpo/smollm2_cpu.yaml
+    # one GPU, vLLM colocated, judge on an OpenAI-compatible server at JUDGE_BASE_URL
+    accelerate launch --config_file configs/accelerate/ddp.yaml --num_processes 1 train/grpo.py \
+        --config configs/grpo/llama32_1b.yaml
+
+`accelerate launch train/grpo.py --config configs/grpo/smollm2_cpu.yaml` (accelerate's default
+config) works too. The repository must be importable: `make setup` installs it in editable mode,
+otherwise set PYTHONPATH to the repository root.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
+
+from eval.rubric import load_rubric
+from generate.cli import run_cli
+from generate.datasets import load_dataset
+from generate.manifest import write_manifest
+from generate.prompts import load_prompts
+from rewards import build_rewards, get_reward
+from rewards.composite import score_batch
+from train.args import ScriptArguments
+from train.callbacks import RewardTimingCallback
+from train.data import prompt_dataset
+from train.model import export_merged, resolve_model_path
+from train.split import split_tasks
+
+log = logging.getLogger("train.grpo")
+
+
+def check_rewards(funcs, weights) -> None:
+    """Score two literal stories before training: loads the reference corpus, encoder and judge
+    now (not inside step 1's timing) and fails fast on a broken reward configuration."""
+    stories = ["The comet's ice sang as the drill bit in; Mira heard her mother's voice in the hum.",
+               "Rust bloomed on the orbital garden while the last gardener taught the drones to grieve."]
+    prompt = [{"role": "user", "content": "Write a story about a comet."}]
+    values, totals = score_batch(funcs, [prompt, prompt], stories, weights, prompt_id=["check", "check"],
+                                 task_prompt=["Write a story about a comet."] * 2)
+    log.info("reward check: %s -> totals %s", values, totals)
+
+
+def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
+    # 1. Prompts: train on the training part of a by-prompt split, saved for the evaluation.
+    tasks = load_dataset(script_args.dataset)
+    split = split_tasks(tasks, script_args.eval_fraction, script_args.split_seed, script_args.dataset)
+    train_set = prompt_dataset(split.select(tasks, "train"))
+    log.info("%d training prompts, %d held out", len(split.train), len(split.eval))
+
+    # 2. Rewards: named callables in `reward_weights` order; trl logs each as rewards/<name>/mean.
+    reward_funcs = build_rewards(script_args.reward_funcs, script_args.reward_options, script_args.reward_gate)
+    check_rewards(reward_funcs, training_args.reward_weights)
+    novelty = {n for n in script_args.reward_funcs if get_reward(n).novelty}
+
+    # 3. Policy: the writer (alias, hf: spec, hub id or directory), LoRA when use_peft is set.
+    model_path = resolve_model_path(model_args.model_name_or_path)
+    training_args.model_init_kwargs = {"dtype": model_args.dtype, "revision": model_args.model_revision,
+                                       "attn_implementation": model_args.attn_implementation,
+                                       **(training_args.model_init_kwargs or {})}
+    trainer = GRPOTrainer(model=model_path, reward_funcs=reward_funcs, args=training_args, train_dataset=train_set,
+                          peft_config=get_peft_config(model_args), callbacks=[RewardTimingCallback(novelty)])
+
+    plugin = trainer.accelerator.state.deepspeed_plugin
+    log.info("accelerator: %s, %d process(es)%s", trainer.accelerator.distributed_type,
+             trainer.accelerator.num_processes, f", DeepSpeed ZeRO stage {plugin.zero_stage}" if plugin else "")
+    if trainer.accelerator.is_main_process:  # now, so a crashed run still says which prompts it saw
+        split.save(training_args.output_dir)
+
+    # 4. Train, then save the adapter, the merged model, the curves and the manifest.
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.save_model(training_args.output_dir)
+    log.info("model (LoRA adapter when use_peft) saved to %s", training_args.output_dir)
+    if trainer.accelerator.is_main_process:
+        trainer.state.save_to_json(str(Path(training_args.output_dir) / "trainer_state.json"))
+        if script_args.save_merged:
+            export_merged(training_args.output_dir, model_path)
+        write_manifest(training_args.output_dir, kind="grpo", seed=training_args.seed,
+                       config={"script": vars(script_args), "model": vars(model_args),
+                               "training": training_args.to_dict(), "resolved_model": model_path},
+                       templates={**load_prompts().texts(), **load_rubric().texts()})
+    trainer.accelerator.wait_for_everyone()
+    log.info("done: %s", training_args.output_dir)
+
+
+if __name__ == "__main__":
+    parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))
+    run_cli(lambda argv: main(*parser.parse_args_and_config(argv)))

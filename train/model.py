@@ -1,0 +1,59 @@
+"""Model names in, checkpoints out: resolving the writer and exporting the merged model.
+
+The writer may be named like everywhere else in the project (the alias `smollm2-135m-instruct`,
+`hf:<dir>`) or as a plain hub id / directory. After training, the LoRA adapter is merged into a
+fresh copy of the base model and saved with its tokenizer in `<output_dir>/merged`, a plain
+transformers checkpoint that `python -m generate --model hf:<output_dir>/merged` loads.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import torch
+
+from generate.backends import ALIASES, resolve_spec
+
+log = logging.getLogger(__name__)
+
+MERGED_DIR = "merged"
+
+
+def resolve_model_path(name: str) -> str:
+    """A transformers-loadable id or directory for a project model name.
+
+    Aliases (`smollm2-135m-instruct`) and `hf:` specs resolve to their checkpoint (the embedded
+    model is converted on first use); anything else is passed through unchanged.
+    """
+    if name in ALIASES or name.startswith("hf:"):
+        kind, path = resolve_spec(name)
+        if kind == "hf":
+            return path
+    return name
+
+
+def export_merged(output_dir: str | Path, base_model: str) -> Path:
+    """Merge the adapter saved in `output_dir` into `base_model` and save it in `output_dir/merged`.
+
+    Reloading from disk (rather than unwrapping the trained model) works the same after DDP,
+    ZeRO-2 and ZeRO-3, where the in-memory weights may be partitioned across ranks. Without an
+    adapter (full fine-tuning) the saved full model is re-saved there, so the path is uniform.
+    The merge and the saved weights are float32 whatever the training dtype: merging into bf16
+    weights can round a small LoRA update away entirely (loaders may still cast down).
+    """
+    from peft import PeftModel
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    output_dir = Path(output_dir)
+    target = output_dir / MERGED_DIR
+    if (output_dir / "adapter_config.json").is_file():
+        base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, str(output_dir)).merge_and_unload()
+    else:
+        model = AutoModelForCausalLM.from_pretrained(str(output_dir), dtype=torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    log.info("merged model saved to %s", target)
+    return target
