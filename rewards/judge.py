@@ -27,7 +27,7 @@ from collections import OrderedDict
 from functools import lru_cache
 
 from eval.judge import Judge, Judgement
-from generate.backends import load_model
+from generate.backends import backend_options, load_model
 from rewards import timing
 from rewards.registry import reward
 from rewards.text import completion_texts
@@ -42,15 +42,9 @@ _inflight: OrderedDict[tuple, tuple[asyncio.AbstractEventLoop, asyncio.Future]] 
 def get_judge(model: str, mode: str, samples: int, rubric: str | None, batch_size: int, base_url: str | None,
               concurrency: int, retries: int) -> Judge:
     """One judge per configuration and process (loading a local judge model takes seconds)."""
-    kind = model.partition(":")[0]
-    if kind == "openai":
-        backend_options = {"base_url": base_url, "concurrency": concurrency}
-    elif kind == "vllm":
-        backend_options = {}
-    else:
-        backend_options = {"batch_size": batch_size}
+    options = backend_options(model, batch_size=batch_size, base_url=base_url, concurrency=concurrency)
     log.info("loading judge %s (%s mode)", model, mode)
-    return Judge(load_model(model, retries=retries, **backend_options), rubric, mode=mode, samples=samples)
+    return Judge(load_model(model, retries=retries, **options), rubric, mode=mode, samples=samples)
 
 
 def quality(judgement: Judgement, low: int, high: int) -> float | None:
