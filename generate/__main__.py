@@ -9,7 +9,6 @@ Re-running the same command resumes: finished prompts are skipped.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import logging
 from collections.abc import Sequence
 

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from eval.embed import Embedder
+from tests.embedders import CountingEmbedder
 
 HEADER = (
     "The Project Gutenberg EBook of {title}\n\n"
@@ -37,20 +35,6 @@ def tiny_corpus(tmp_path: Path) -> Path:
     write_work(directory, "robots", " ".join(f"the robot{i % 5} dreamed" for i in range(100)))
     write_work(directory, "oceans", " ".join(f"waves on mars{i % 3}" for i in range(30)))
     return directory
-
-
-class CountingEmbedder(Embedder):
-    """A deterministic stand-in encoder that records how many texts it embedded."""
-
-    def __init__(self, name: str = "counting-fake", dim: int = 8) -> None:
-        super().__init__(name)
-        self.fake_dim = dim
-        self.calls: list[int] = []
-
-    def encode(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        self.calls.append(len(texts))
-        vectors = np.array([np.random.default_rng(zlib.crc32(t.encode())).normal(size=self.fake_dim) for t in texts])
-        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
 
 
 @pytest.fixture

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import zlib
 from pathlib import Path
 
-import numpy as np
 import pytest
 
-from eval.embed import Embedder
+from tests.embedders import CountingEmbedder as FakeEmbedder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -29,26 +27,12 @@ def write_corpus(directory: Path) -> Path:
     return directory
 
 
-class FakeEmbedder(Embedder):
-    """Deterministic unit vectors from a hash of the text; counts encoder calls."""
-
-    def __init__(self, name: str = "fake", dim: int = 8) -> None:
-        super().__init__(name)
-        self.fake_dim = dim
-        self.calls: list[int] = []
-
-    def encode(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
-        self.calls.append(len(texts))
-        vectors = np.array([np.random.default_rng(zlib.crc32(t.encode())).normal(size=self.fake_dim) for t in texts])
-        return (vectors / np.linalg.norm(vectors, axis=1, keepdims=True)).astype(np.float32)
-
-
 @pytest.fixture
 def fake_embedder(monkeypatch) -> FakeEmbedder:
     """Every reward's encoder is the fake one; reward-side caches start empty."""
     from rewards import embedding, reference
 
-    fake = FakeEmbedder()
+    fake = FakeEmbedder(name="fake")
     monkeypatch.setattr(embedding, "get_embedder", lambda name: fake)
     monkeypatch.setattr(reference, "get_embedder", lambda name: fake)
     embedding._cache.clear()
