@@ -9,8 +9,11 @@ export CMAKE_ARGS ?= -DGGML_NATIVE=OFF
 export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
+# The classic-SF reference corpus for the novelty metrics: $SCIFI_REFERENCE_DIR, else the copy
+# beside this checkout (never committed). Tests bring their own tiny corpora.
+REFERENCE ?= $(or $(SCIFI_REFERENCE_DIR),$(wildcard ../shared/data/scifi-reference/texts))
 
-.PHONY: setup benchmark story test test-fast gpu-setup clean
+.PHONY: setup benchmark story train test test-fast gpu-setup clean
 
 setup: $(STAMP)
 
@@ -23,10 +26,15 @@ $(STAMP): pyproject.toml Makefile
 	touch $@
 
 benchmark: setup
-	$(PY) scripts/benchmark.py --model smollm2-135m-instruct --dataset default --limit 4 --out runs/benchmark
+	SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/benchmark.py --model smollm2-135m-instruct --dataset default \
+		--limit 4 --max-new-tokens 200 --reference-max-chunks 2000 --out runs/benchmark
 
 story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Review -> comparison
-	$(PY) scripts/end_to_end.py --out runs/story
+	SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/story
+
+train: setup   # GRPO with the CPU recipe (the bundled writer, embedded judge)
+	SCIFI_REFERENCE_DIR=$(REFERENCE) $(VENV)/bin/accelerate launch --config_file configs/accelerate/cpu.yaml \
+		train/grpo.py --config configs/grpo/smollm2_cpu.yaml
 
 test: setup
 	$(PY) -m pytest -q
