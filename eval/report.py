@@ -12,6 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
+from eval.plotting import pyplot
+
 log = logging.getLogger(__name__)
 
 RULE_METRICS = ("surprisal", "kl", "novelty_cos", "volume_gain", "homogenization")
@@ -84,11 +86,7 @@ def markdown(summary: dict, judge: dict, aspects: list[str]) -> str:
 
 def plot(summary: dict, metrics: list[str], path: Path, title: str, ylim: tuple[float, float] | None = None) -> bool:
     """Bars per framework for each metric (one panel per metric: their scales differ)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     present = [m for m in metrics if any(row[m]["n"] for row in summary.values())]
     if not present:
         log.info("%s: no values to plot", path.name)

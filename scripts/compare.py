@@ -16,14 +16,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from eval.compare import (
-    DEFAULT_METRICS,
-    compare,
-    load_run,
-    parse_run_spec,
-    render_markdown,
-    write_outputs,
-)
+from eval.compare import DEFAULT_METRICS, compare, load_run, parse_run_spec
+from eval.compare_report import render_markdown, write_outputs
 from generate.cli import UsageError, run_cli
 
 

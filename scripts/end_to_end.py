@@ -26,7 +26,8 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval.compare import DEFAULT_METRICS, compare, load_run, write_outputs
+from eval.compare import DEFAULT_METRICS, compare, load_run
+from eval.compare_report import write_outputs
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
 from generate.cli import UsageError, run_cli

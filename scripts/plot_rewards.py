@@ -16,13 +16,10 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")  # files only: no display on training machines
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
-
-from generate.cli import UsageError, run_cli  # noqa: E402
+from eval.plotting import pyplot
+from generate.cli import UsageError, run_cli
 
 log = logging.getLogger("plot_rewards")
 
@@ -56,6 +53,7 @@ def moving_average(values: Sequence[float], window: int) -> np.ndarray:
 def plot(series: dict[str, tuple[list[int], list[float]]], out: Path, window: int, title: str) -> Path:
     if "total" not in series:
         raise UsageError("no `reward` entries in the log history: was anything logged (logging_steps)?")
+    plt = pyplot()
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 7), sharex=True)
     steps, values = series["total"]
     top.plot(steps, values, color="0.7", marker=".", label="total reward")

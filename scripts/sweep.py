@@ -17,6 +17,7 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from eval.plotting import pyplot
 from eval.report import LABELS, RULE_METRICS
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
@@ -42,11 +43,7 @@ def parse_grid(specs: list[str]) -> dict[str, list]:
 
 
 def plot_axis(name: str, points: list[dict], path: Path) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     xs = [p["value"] for p in points]
     panels = [("LLM judge (0-5)", JUDGE), *((LABELS[m], (m,)) for m in RULE_METRICS)]
     fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.0))

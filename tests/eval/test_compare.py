@@ -20,9 +20,9 @@ from eval.compare import (
     load_run,
     parse_run_spec,
     prompt_means,
-    render_markdown,
     story_value,
 )
+from eval.compare_report import render_markdown
 from eval.stats import paired_bootstrap_ci, paired_test, summarize, wilcoxon_p
 from generate.cli import UsageError
 
