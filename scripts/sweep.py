@@ -5,8 +5,11 @@ top_p, temperature), generate and evaluate at each value, and plot every metric 
         --limit 4 --max-new-tokens 200 --out runs/sweep
 
 One factor at a time (the others stay at their defaults), as in the paper. Each point is its own
-resumable run directory (`<out>/<setting>=<value>/`), so an interrupted sweep continues.
-Writes sweep.json, sweep.md and one PNG per swept setting.
+resumable run directory (`<out>/<setting>=<value>/`), so an interrupted sweep continues; a value
+equal to the default shares one directory (`<out>/default/`) across axes instead of being generated
+again. Each point also records its inference cost per prompt (calls, tokens), because what a
+setting gains is only half the answer. Writes sweep.json, sweep.md (mean ± std over stories) and
+one PNG per swept setting (means with standard-error bars, tokens per prompt in the last panel).
 """
 
 from __future__ import annotations
@@ -14,14 +17,18 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import math
 from collections.abc import Sequence
+from dataclasses import fields
 from pathlib import Path
 
+from eval.compare import inference_cost
 from eval.plotting import pyplot
-from eval.report import LABELS, RULE_METRICS
+from eval.report import LABELS, RULE_METRICS, cell
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
 from generate.cli import UsageError, run_cli
+from generate.jsonl import read_jsonl
 from generate.runner import RunConfig, Runner
 
 log = logging.getLogger("sweep")
@@ -42,22 +49,39 @@ def parse_grid(specs: list[str]) -> dict[str, list]:
     return grid
 
 
+def _se(stat: dict | None) -> tuple[float, float]:
+    """(mean, standard error) of a summary cell; NaN where undefined, which plots as a gap."""
+    if not stat or stat.get("mean") is None:
+        return math.nan, math.nan
+    n, sd = stat.get("n") or 0, stat.get("std")
+    return stat["mean"], (sd / math.sqrt(n) if sd is not None and n > 1 else 0.0)
+
+
 def plot_axis(name: str, points: list[dict], path: Path) -> None:
     plt = pyplot()
     xs = [p["value"] for p in points]
     panels = [("LLM judge (0-5)", JUDGE), *((LABELS[m], (m,)) for m in RULE_METRICS)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.0 * len(panels), 3.0))
+    fig, axes = plt.subplots(1, len(panels) + 1, figsize=(3.0 * (len(panels) + 1), 3.0))
     for ax, (title, metrics) in zip(axes, panels):
         for m in metrics:
-            ys = [p["summary"].get(m, {}).get("mean") for p in points]
-            ys = [float("nan") if y is None else y for y in ys]
-            ax.plot(xs, ys, marker="o", label=LABELS[m])
+            means, errs = zip(*(_se(p["summary"].get(m)) for p in points))
+            ax.errorbar(xs, means, yerr=errs, marker="o", capsize=3, label=LABELS[m])
         ax.set_title(title, fontsize=9)
         ax.set_xlabel(name)
     axes[0].legend(fontsize=6)
+    tokens = [p["cost"]["total_tokens"] if p["cost"] else math.nan for p in points]
+    axes[-1].plot(xs, tokens, marker="o", color="black")
+    axes[-1].set_title("Tokens per prompt", fontsize=9)
+    axes[-1].set_xlabel(name)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def point_dir(out: Path, name: str, value) -> Path:
+    """Where a point's run lives: the default configuration is shared by every axis."""
+    default = {f.name: f.default for f in fields(RunConfig)}[name]
+    return out / ("default" if value == default else f"{name}={value}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -82,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for name, values in grid.items():
         results[name] = []
         for value in values:
-            point = out / f"{name}={value}"
+            point = point_dir(out, name, value)
             cfg = RunConfig(framework=args.framework, model=args.model, dataset=args.dataset, limit=args.limit,
                             max_new_tokens=args.max_new_tokens, seed=args.seed, out=str(point), **{name: value})
             stories = Runner(cfg, model=model).run()
@@ -91,7 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                               reference_max_chunks=args.reference_max_chunks, seed=args.seed)
             Evaluator(ecfg, models={args.model: model}).run()
             summary = json.loads((point / "eval" / "summary.json").read_text())[args.framework]
-            results[name].append({"value": value, "summary": summary})
+            records = list(read_jsonl(stories))
+            cost = inference_cost(records, {r["prompt_id"] for r in records})
+            results[name].append({"value": value, "run": str(point), "summary": summary, "cost": cost})
         plot_axis(name, results[name], out / f"sweep_{name}.png")
     (out / "sweep.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "sweep.md").write_text(render(results, args.framework))
@@ -101,19 +127,23 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def render(results: dict[str, list[dict]], framework: str) -> str:
     metrics = [*JUDGE, *RULE_METRICS]
-    lines = [f"# Ablation sweep: {framework}", ""]
+    lines = [f"# Ablation sweep: {framework}", "",
+             "Cells: mean ± std over stories (homogenization: over prompts). Cost: mean per prompt over all of "
+             "the framework's calls. Plots: means with standard-error bars.", ""]
     for name, points in results.items():
-        lines += [f"## {name}", "", f"| {name} | " + " | ".join(LABELS[m] for m in metrics) + " |",
-                  "|---:|" + "---:|" * len(metrics)]
+        head = [name, *(LABELS[m] for m in metrics), "Calls/prompt", "Tokens/prompt"]
+        lines += [f"## {name}", "", "| " + " | ".join(head) + " |", "|---:|" + "---:|" * (len(head) - 1)]
         for p in points:
-            cells = [_mean(p["summary"].get(m)) for m in metrics]
+            cells = [_cell(p["summary"].get(m), 2 if m in JUDGE else 3) for m in metrics]
+            cost = p["cost"]
+            cells += [f"{cost['calls']:.1f}", f"{cost['total_tokens']:,.0f}"] if cost else ["n/a", "n/a"]
             lines.append(f"| {p['value']} | " + " | ".join(cells) + " |")
         lines += ["", f"![{name}](sweep_{name}.png)", ""]
     return "\n".join(lines)
 
 
-def _mean(stat: dict | None) -> str:
-    return "n/a" if not stat or stat.get("mean") is None else f"{stat['mean']:.3f}"
+def _cell(stat: dict | None, digits: int) -> str:
+    return cell(stat, digits) if stat else "n/a"
 
 
 if __name__ == "__main__":

@@ -55,13 +55,20 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
 def test_sweep_on_a_tiny_grid(tmp_path, corpus):
     sweep = load_script("sweep")
     out = tmp_path / "sweep"
-    assert sweep.main(["--grid", "rounds=1,2", "--limit", "1", "--max-new-tokens", "8", "--reference-dir",
-                       str(corpus), "--out", str(out)]) == 0
+    assert sweep.main(["--grid", "rounds=1,3", "--grid", "agents=2,3", "--limit", "1", "--max-new-tokens", "8",
+                       "--reference-dir", str(corpus), "--out", str(out)]) == 0
     results = json.loads((out / "sweep.json").read_text())
-    assert [p["value"] for p in results["rounds"]] == [1, 2]
-    assert all(p["summary"]["concepts"]["n"] == 3 for p in results["rounds"])
+    assert [p["value"] for p in results["rounds"]] == [1, 3]
+    assert [p["summary"]["concepts"]["n"] for p in results["agents"]] == [2, 3]
+    # Review makes N*R writing calls and N*(N-1)*(R-1) review calls per prompt.
+    assert [p["cost"]["calls"] for p in results["rounds"]] == [3, 21]
+    assert [p["cost"]["calls"] for p in results["agents"]] == [10, 21]
+    # rounds=3 and agents=3 are both the default configuration: generated once, shared.
+    assert results["rounds"][1]["run"] == results["agents"][1]["run"] == str(out / "default")
+    assert sorted(d.name for d in out.iterdir() if d.is_dir()) == ["agents=2", "default", "rounds=1"]
     assert (out / "sweep_rounds.png").stat().st_size > 1000
-    assert "## rounds" in (out / "sweep.md").read_text()
+    md = (out / "sweep.md").read_text()
+    assert "## rounds" in md and "Tokens/prompt" in md and " ± " in md
 
 
 def test_sweep_rejects_a_bad_grid():
