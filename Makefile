@@ -12,6 +12,10 @@ export HF_HUB_OFFLINE := 1
 # The classic-SF reference corpus for the novelty metrics: $SCIFI_REFERENCE_DIR, else the copy
 # beside this checkout (never committed). Tests bring their own tiny corpora.
 REFERENCE ?= $(or $(SCIFI_REFERENCE_DIR),$(wildcard ../shared/data/scifi-reference/texts))
+# SciFi-100 ($SCIFI100_PATH, else the copy beside this checkout). `make story` evaluates on 8 of its
+# prompts (8 aspects, none seen in training) when it is at hand, else on the 4 held-out prompts.
+SCIFI100 ?= $(or $(SCIFI100_PATH),$(wildcard ../shared/data/scifi100.json))
+STORY_EVAL := $(if $(SCIFI100),--eval-dataset scifi100 --eval-limit 8,--eval-dataset heldout)
 
 .PHONY: setup benchmark story train test test-fast gpu-setup clean
 
@@ -30,7 +34,7 @@ benchmark: setup
 		--limit 4 --max-new-tokens 200 --reference-max-chunks 2000 --out runs/benchmark
 
 story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Review -> comparison
-	SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/story
+	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/story $(STORY_EVAL)
 
 train: setup   # GRPO with the CPU recipe (the bundled writer, embedded judge)
 	SCIFI_REFERENCE_DIR=$(REFERENCE) $(VENV)/bin/accelerate launch --config_file configs/accelerate/cpu.yaml \

@@ -277,6 +277,11 @@ def verdict(comparison: dict[str, Any]) -> list[str]:
     lines = []
     for metric in headline:
         gains = comparison["gains"][metric]
+        direction = "lower is better" if metric in LOWER_IS_BETTER else "higher is better"
+        if all(g["gain"] is None for g in gains.values()):
+            lines.append(f"**{label(metric)}** ({direction}): not comparable, no prompt has a value in both `{base}` "
+                         "and another run (homogenization, for one, needs several stories per prompt).")
+            continue
         sign = -1 if metric in LOWER_IS_BETTER else 1
         ranked = sorted(gains, key=lambda n: -math.inf if gains[n]["gain"] is None else sign * gains[n]["gain"],
                         reverse=True)
@@ -296,6 +301,5 @@ def verdict(comparison: dict[str, Any]) -> list[str]:
                 f"p = {'n/a' if g['p_value'] is None else format(g['p_value'], '.2g')}, {g['n_pairs']} prompts),"
             )
             parts.append(f"`{name}`:{numbers} {status[name]}, {_cost_phrase(comparison['cost'][name])}.")
-        direction = "lower is better" if metric in LOWER_IS_BETTER else "higher is better"
         lines.append(f"**{label(metric)}** ({direction}): {'; '.join(lead)}. {' '.join(parts)}")
     return lines

@@ -6,6 +6,7 @@ runs, splits and scores can be joined across machines.
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
@@ -104,6 +105,19 @@ def resolve_scifi100() -> Path:
     cached.write_bytes(data)
     log.info("downloaded SciFi-100 to %s", cached)
     return cached
+
+
+def spread_over_aspects(tasks: list[Task], n: int | None) -> list[Task]:
+    """The first `n` prompts taking the aspects in turn: the first of each aspect, then the second...
+
+    SciFi-100 lists its prompts aspect by aspect, so its first few prompts would all test one
+    aspect; a small evaluation subset should cover as many aspects as it can. `None`: all.
+    """
+    by_aspect: dict[str, list[Task]] = {}
+    for task in tasks:
+        by_aspect.setdefault(task.aspect, []).append(task)
+    order = [t for row in itertools.zip_longest(*by_aspect.values()) for t in row if t is not None]
+    return order if n is None else order[:n]
 
 
 def load_dataset(spec: str | Path) -> list[Task]:

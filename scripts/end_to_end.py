@@ -3,15 +3,19 @@ interaction, and at what cost?
 
     python scripts/end_to_end.py --out runs/story            # or: make story
 
-1. Split the prompts (by prompt, stratified by aspect; the same split the GRPO recipe uses) and
-   keep the held-out prompts for every evaluation below.
+1. Split the training prompts (by prompt, stratified by aspect; the same split the GRPO recipe
+   uses). Every evaluation below uses one set of prompts that GRPO never sees: the held-out split
+   (`--eval-dataset heldout`, 4 prompts of the bundled set), or prompts of another dataset such as
+   SciFi-100, the paper's benchmark (`--eval-dataset scifi100 --eval-limit 8`: 8 prompts from 8
+   aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts.
 2. Baseline: the base writer as single agent and inside Review, on the held-out prompts.
 3. GRPO with the CPU recipe (`configs/grpo/smollm2_cpu.yaml`) on the training prompts.
 4. The tuned writer, as single agent and inside Review, on the same held-out prompts.
 5. Evaluate all four runs with one judge and one surprisal scorer (the base writer, so that
    surprisal is comparable across writers), then compare them with the base single agent.
 
-Every step is resumable: re-running continues where an interrupted story stopped.
+Every step is resumable: re-running continues where an interrupted story stopped. `story.json`
+records the arguments, the evaluation prompts and the wall time of each step (in the invocation that finished).
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from eval.compare_report import write_outputs
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
 from generate.cli import UsageError, run_cli
-from generate.datasets import load_dataset
+from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.paths import REPO_ROOT
 from generate.runner import RunConfig, Runner
 from train.split import load_split, split_tasks
@@ -48,6 +52,10 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser.add_argument("--recipe", default="configs/grpo/smollm2_cpu.yaml")
     parser.add_argument("--max-steps", type=int, default=None, help="override the recipe's GRPO steps")
     parser.add_argument("--max-new-tokens", type=int, default=160)
+    parser.add_argument("--eval-dataset", default="heldout",
+                        help="evaluation prompts: 'heldout' (the training set's held-out split) or a dataset "
+                             "disjoint from training, e.g. scifi100")
+    parser.add_argument("--eval-limit", type=int, default=None, help="at most N evaluation prompts, across aspects")
     parser.add_argument("--reference-dir", default=None, help="classic SF .txt works (else $SCIFI_REFERENCE_DIR)")
     parser.add_argument("--reference-max-chunks", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
@@ -69,6 +77,26 @@ def train(args: argparse.Namespace, out: Path) -> Path:
     return merged
 
 
+def evaluation_prompts(spec: str, limit: int | None, train_tasks: list[Task], heldout: list[Task]) -> list[Task]:
+    """The prompts every run is evaluated on; none of them may be a training prompt."""
+    tasks = spread_over_aspects(heldout if spec == "heldout" else load_dataset(spec), limit)
+    seen = {t.prompt.strip().lower() for t in train_tasks}
+    leaked = [t.id for t in tasks if t.prompt.strip().lower() in seen]
+    if leaked:
+        raise UsageError(f"--eval-dataset {spec}: {len(leaked)} prompt(s) are also training prompts, e.g. {leaked[0]}")
+    if not tasks:
+        raise UsageError(f"--eval-dataset {spec}: no prompts")
+    return tasks
+
+
+def write_prompts(tasks: list[Task], path: Path) -> None:
+    """Write the evaluation prompts, refusing to mix them with another set's runs in the same --out."""
+    text = "".join(json.dumps({"id": t.id, "aspect": t.aspect, "prompt": t.prompt}) + "\n" for t in tasks)
+    if path.is_file() and path.read_text() != text:
+        raise UsageError(f"{path.parent} was made with other evaluation prompts; use another --out")
+    path.write_text(text)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = parse(argv)
     out = Path(args.out)
@@ -76,14 +104,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     timings: dict[str, float] = {}
     tasks = load_dataset("default")
     split = split_tasks(tasks, eval_fraction=0.2, seed=0, dataset="default")
-    heldout = out / "heldout.jsonl"
-    heldout.write_text("".join(json.dumps({"id": t.id, "aspect": t.aspect, "prompt": t.prompt}) + "\n"
-                               for t in split.select(tasks, "eval")))
+    prompts = evaluation_prompts(args.eval_dataset, args.eval_limit, split.select(tasks, "train"),
+                                 split.select(tasks, "eval"))
+    prompts_file = out / "eval_prompts.jsonl"
+    write_prompts(prompts, prompts_file)
+    log.info("evaluating on %d prompts (%s) over %d aspects", len(prompts), args.eval_dataset,
+             len({t.aspect for t in prompts}))
 
     def generate(name: str, writer: str) -> None:
         framework, _ = RUNS[name]
         start = time.perf_counter()
-        Runner(RunConfig(framework=framework, model=writer, dataset=str(heldout), seed=args.seed,
+        Runner(RunConfig(framework=framework, model=writer, dataset=str(prompts_file), seed=args.seed,
                          max_new_tokens=args.max_new_tokens, out=str(out / name)), model=load_model(writer)).run()
         timings[f"generate {name}"] = time.perf_counter() - start
 
@@ -92,9 +123,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.perf_counter()
     merged = train(args, out)
     timings["grpo"] = time.perf_counter() - start
-    trained_on = set(load_split(out / "grpo").train)
-    if trained_on & set(split.eval):
-        raise UsageError("the GRPO run trained on held-out prompts; its split differs from ours")
+    if set(load_split(out / "grpo").train) - set(split.train):
+        raise UsageError("the GRPO run trained on prompts outside our training split (a different recipe split?)")
     for name in ("tuned", "tuned_review"):
         generate(name, f"hf:{merged.resolve()}")
 
@@ -108,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         timings[f"evaluate {name}"] = time.perf_counter() - start
     comparison = compare([load_run(name, out / name) for name in RUNS], DEFAULT_METRICS, seed=args.seed)
     write_outputs(comparison, out / "compare")
-    (out / "timings.json").write_text(json.dumps(timings, indent=2) + "\n")
+    story = {"args": vars(args), "eval_prompts": [t.id for t in prompts], "seconds": timings}
+    (out / "story.json").write_text(json.dumps(story, indent=2) + "\n")
     log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(timings.values()))
     return 0
 

@@ -252,6 +252,17 @@ def test_verdict_says_when_nothing_is_significant(runs):
     assert len(result["verdict"]) == 1 + len(NOVELTY_METRICS)
 
 
+def test_verdict_says_when_a_metric_cannot_be_compared_with_base(runs):
+    # A single-agent base has no homogenization (one story per prompt): nothing to pair with.
+    scores = runs["base"] / "eval" / "scores.jsonl"
+    rows = [{**json.loads(line), "homogenization": None} for line in scores.read_text().splitlines()]
+    scores.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    result = run_compare(runs, ["base", "better"])
+    assert result["verdict"][-1].startswith("**homogenization** (lower is better): not comparable, no prompt has a "
+                                            "value in both `base` and another run")
+    assert result["verdict"][0].startswith("**Judge average** (higher is better): largest gain: `better`")
+
+
 def test_the_run_named_base_is_the_baseline_wherever_it_is(runs):
     assert run_compare(runs, ["better", "base"])["config"]["base"] == "base"
     assert run_compare(runs, ["better", "same"])["config"]["base"] == "better"

@@ -1,22 +1,14 @@
 """The main job (benchmark) resumes, and the ablation sweep runs on a tiny grid, with the real
 default model, a tiny reference corpus and very short stories."""
 
-import importlib.util
 import json
 
 import pytest
 
 from generate.jsonl import read_jsonl
-from tests.conftest import REPO
+from tests.scripts import load_script
 
 pytestmark = pytest.mark.slow
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture

@@ -1,0 +1,60 @@
+"""The one-command story's own logic: which prompts every run is evaluated on, and that they never
+include a training prompt. (The flow itself is GRPO plus four generations: far too slow for tests;
+its parts are tested where they live.)"""
+
+import json
+
+import pytest
+
+from generate.cli import UsageError
+from generate.datasets import Task, load_dataset, spread_over_aspects
+from tests.scripts import load_script
+from train.split import split_tasks
+
+
+@pytest.fixture(scope="module")
+def story():
+    return load_script("end_to_end")
+
+
+@pytest.fixture(scope="module")
+def split():
+    tasks = load_dataset("default")
+    s = split_tasks(tasks, eval_fraction=0.2, seed=0, dataset="default")
+    return s.select(tasks, "train"), s.select(tasks, "eval")
+
+
+def test_spread_over_aspects_takes_aspects_in_turn():
+    tasks = [Task(f"{a}-{i}", a, f"prompt {a} {i}") for a in "abc" for i in range(3)]
+    assert [t.id for t in spread_over_aspects(tasks, 5)] == ["a-0", "b-0", "c-0", "a-1", "b-1"]
+    assert len(spread_over_aspects(tasks, None)) == 9
+
+
+def test_heldout_prompts_are_the_split_and_not_trained_on(story, split):
+    train, heldout = split
+    prompts = story.evaluation_prompts("heldout", None, train, heldout)
+    assert {t.id for t in prompts} == {t.id for t in heldout}
+    assert not {t.prompt for t in prompts} & {t.prompt for t in train}
+
+
+def test_scifi100_subset_spans_aspects(story, split, scifi100_path, monkeypatch):
+    monkeypatch.setenv("SCIFI100_PATH", str(scifi100_path))
+    prompts = story.evaluation_prompts("scifi100", 8, *split)
+    assert len(prompts) == 8 and len({t.aspect for t in prompts}) == 8
+
+
+def test_a_training_prompt_in_the_evaluation_set_is_refused(story, split, tmp_path):
+    train, heldout = split
+    leaky = tmp_path / "leaky.jsonl"
+    leaky.write_text(json.dumps({"id": "x", "aspect": "a", "prompt": "  " + train[3].prompt.upper()}) + "\n")
+    with pytest.raises(UsageError, match="also training prompts"):
+        story.evaluation_prompts(str(leaky), None, train, heldout)
+
+
+def test_one_output_directory_holds_one_set_of_evaluation_prompts(story, split, tmp_path):
+    train, heldout = split
+    path = tmp_path / "eval_prompts.jsonl"
+    story.write_prompts(heldout, path)
+    story.write_prompts(heldout, path)  # resuming the same story is fine
+    with pytest.raises(UsageError, match="other evaluation prompts"):
+        story.write_prompts(heldout[:2], path)
