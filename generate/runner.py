@@ -17,7 +17,7 @@ from tqdm.auto import tqdm
 
 from generate.backends import ChatRequest, Completion, Model, SamplingParams, backend_options, load_model
 from generate.cli import UsageError
-from generate.datasets import Task, load_dataset
+from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.frameworks import Settings, Step, get_framework
 from generate.journal import Journal, derive_seed, request_key
 from generate.jsonl import append_jsonl, read_jsonl, repair_jsonl
@@ -37,7 +37,7 @@ class RunConfig:
     model: str = field(default="smollm2-135m-instruct", metadata={"help": "hf:<id|dir>, openai:<model>, vllm:<model> or an alias"})
     dataset: str = field(default="default", metadata={"help": "default, scifi100, or a .json/.jsonl path"})
     out: str = field(default="runs/review", metadata={"help": "output directory"})
-    limit: int | None = field(default=None, metadata={"help": "first N prompts only"})
+    limit: int | None = field(default=None, metadata={"help": "N prompts only, taken across aspects in turn"})
     agents: int = 3
     rounds: int = 3
     review_sees: str = field(default="latest", metadata={"help": "Review: peers' latest or first draft"})
@@ -108,7 +108,8 @@ class Runner:
         self.prompts: PromptSet = load_prompts(cfg.templates, cfg.personas)
         self.params = SamplingParams(cfg.max_new_tokens, cfg.temperature, cfg.top_p)
         tasks = load_dataset(cfg.dataset)
-        self.tasks = tasks[: cfg.limit] if cfg.limit else tasks
+        # Datasets list prompts aspect by aspect: a small subset should span aspects, not exhaust one.
+        self.tasks = spread_over_aspects(tasks, cfg.limit) if cfg.limit else tasks
         self.out = Path(cfg.out)
         self._model = model
 

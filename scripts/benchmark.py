@@ -30,7 +30,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--model", default="smollm2-135m-instruct", help="writer model spec")
     parser.add_argument("--dataset", default="default")
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None, help="N prompts, taken across aspects in turn")
     parser.add_argument("--out", default="runs/benchmark")
     parser.add_argument("--frameworks", nargs="+", default=ORDER, choices=sorted(FRAMEWORKS))
     parser.add_argument("--max-new-tokens", type=int, default=400)

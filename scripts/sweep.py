@@ -90,7 +90,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--framework", default="review")
     parser.add_argument("--model", default="smollm2-135m-instruct")
     parser.add_argument("--dataset", default="default")
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None, help="N prompts, taken across aspects in turn")
     parser.add_argument("--max-new-tokens", type=int, default=400)
     parser.add_argument("--judge", default=None, help="judge spec (default: the writer)")
     parser.add_argument("--judge-mode", default="logprob", choices=["logprob", "sample"])

@@ -19,7 +19,8 @@ def test_framework_end_to_end(tmp_path, default_model, framework):
     stories = [json.loads(line) for line in path.read_text().splitlines()]
     per_prompt = 1 if framework == "single" else 3
     assert len(stories) == 2 * per_prompt
-    assert {s["prompt_id"] for s in stories} == {"strong-voice-01", "strong-voice-02"}
+    # --limit spans aspects: the first prompt of the first two aspects.
+    assert {s["prompt_id"] for s in stories} == {"strong-voice-01", "imagery-and-sensory-details-01"}
     for s in stories:
         assert s["text"].strip(), s
         assert "<<<STORY" not in s["text"] and "STORY>>>" not in s["text"]
