@@ -124,11 +124,13 @@ def plot_gains(comparison: dict[str, Any], path: str | Path) -> None:
 
     Judge aspects share a 0-5 scale and are drawn as is. Novelty metrics live on unrelated scales
     (nats, cosine distances, log-volumes), so their gains are divided by the baseline's SD over
-    stories to fit one panel.
+    stories to fit one panel. Metrics with no gain at all (e.g. homogenization against a
+    single-agent baseline) are left out.
     """
     plt = pyplot()
     base, metrics = comparison["config"]["base"], comparison["config"]["metrics"]
     runs = [n for n in comparison["config"]["runs"] if n != base]
+    metrics = [m for m in metrics if any(g["gain"] is not None for g in comparison["gains"][m].values())]
     judge = [m for m in metrics if m == JUDGE_AVERAGE or m in JUDGE_METRICS]
     other = [m for m in metrics if m not in judge]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))

@@ -12,7 +12,8 @@ interaction, and at what cost?
 3. GRPO with the CPU recipe (`configs/grpo/smollm2_cpu.yaml`) on the training prompts.
 4. The tuned writer, as single agent and inside Review, on the same held-out prompts.
 5. Evaluate all four runs with one judge and one surprisal scorer (the base writer, so that
-   surprisal is comparable across writers), then compare them with the base single agent.
+   surprisal is comparable across writers), then compare them with the base single agent
+   (`compare/`), and the tuned writer in Review with the base writer in Review (`compare_in_review/`).
 
 Every step is resumable: re-running continues where an interrupted story stopped. `story.json`
 records the arguments, the evaluation prompts and the wall time of each step (in the invocation that finished).
@@ -136,8 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                          seed=args.seed)
         Evaluator(cfg, models={BASE: base_model}).run()
         timings[f"evaluate {name}"] = time.perf_counter() - start
-    comparison = compare([load_run(name, out / name) for name in RUNS], DEFAULT_METRICS, seed=args.seed)
-    write_outputs(comparison, out / "compare")
+    runs = {name: load_run(name, out / name) for name in RUNS}
+    write_outputs(compare(list(runs.values()), DEFAULT_METRICS, seed=args.seed), out / "compare")
+    # Inside Review, against the base writer in Review: does tuning still help there? (Homogenization,
+    # undefined for one story per prompt, is comparable only here.)
+    write_outputs(compare([runs["review"], runs["tuned_review"]], DEFAULT_METRICS, seed=args.seed),
+                  out / "compare_in_review")
     story = {"args": vars(args), "eval_prompts": [t.id for t in prompts], "seconds": timings}
     (out / "story.json").write_text(json.dumps(story, indent=2) + "\n")
     log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(timings.values()))
