@@ -16,7 +16,8 @@ interaction, and at what cost?
    (`compare/`), and the tuned writer in Review with the base writer in Review (`compare_in_review/`).
 
 Every step is resumable: re-running continues where an interrupted story stopped. `story.json`
-records the arguments, the evaluation prompts and the wall time of each step (in the invocation that finished).
+records the arguments, the evaluation prompts and the wall time of each step, summed over the
+invocations that finished.
 """
 
 from __future__ import annotations
@@ -143,8 +144,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     # undefined for one story per prompt, is comparable only here.)
     write_outputs(compare([runs["review"], runs["tuned_review"]], DEFAULT_METRICS, seed=args.seed),
                   out / "compare_in_review")
-    story = {"args": vars(args), "eval_prompts": [t.id for t in prompts], "seconds": timings}
-    (out / "story.json").write_text(json.dumps(story, indent=2) + "\n")
+    path = out / "story.json"
+    previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}  # a resumed story adds up
+    seconds = {k: previous.get(k, 0.0) + timings.get(k, 0.0) for k in {**previous, **timings}}
+    story = {"args": vars(args), "eval_prompts": [t.id for t in prompts], "seconds": seconds}
+    path.write_text(json.dumps(story, indent=2) + "\n")
     log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(timings.values()))
     return 0
 
