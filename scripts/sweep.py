@@ -67,12 +67,13 @@ def plot_axis(name: str, points: list[dict], path: Path) -> None:
             means, errs = zip(*(_se(p["summary"].get(m)) for p in points))
             ax.errorbar(xs, means, yerr=errs, marker="o", capsize=3, label=LABELS[m])
         ax.set_title(title, fontsize=9)
+    for ax in axes:
         ax.set_xlabel(name)
+        ax.set_xticks(xs)
     axes[0].legend(fontsize=6)
     tokens = [p["cost"]["total_tokens"] if p["cost"] else math.nan for p in points]
     axes[-1].plot(xs, tokens, marker="o", color="black")
     axes[-1].set_title("Tokens per prompt", fontsize=9)
-    axes[-1].set_xlabel(name)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
