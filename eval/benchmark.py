@@ -44,8 +44,7 @@ def render(table: dict[str, Any], title: str) -> str:
     for fw, row in table.items():
         cells = [fw]
         for m in metrics:
-            stat = (row["metrics"] or {}).get(m)
-            cells.append(cell(stat, 2 if m in JUDGE else 3) if stat else "n/a")
+            cells.append(cell((row["metrics"] or {}).get(m), 2 if m in JUDGE else 3))
         cost = row["cost"]
         for c in COST_LABELS:
             cells.append(f"{cost[c]:,.1f}" if cost else "n/a")

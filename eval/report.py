@@ -128,8 +128,9 @@ def _frameworks(rows: list[dict]) -> list[str]:
     return list(dict.fromkeys(r["framework"] for r in rows))
 
 
-def cell(s: dict, digits: int) -> str:
-    if s["mean"] is None:
+def cell(s: dict | None, digits: int) -> str:
+    """'mean ± std' of a summary entry; n/a for a metric with no entry or no values."""
+    if not s or s["mean"] is None:
         return "n/a"
     if s["std"] is None:
         return f"{s['mean']:.{digits}f}"

@@ -8,9 +8,9 @@ interaction, and at what cost?
    (`--eval-dataset heldout`, 4 prompts of the bundled set), or prompts of another dataset such as
    SciFi-100, the paper's benchmark (`--eval-dataset scifi100 --eval-limit 8`: 8 prompts from 8
    aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts.
-2. Baseline: the base writer as single agent and inside Review, on the held-out prompts.
+2. Baseline: the base writer as single agent and inside Review, on the evaluation prompts.
 3. GRPO with the CPU recipe (`configs/grpo/smollm2_cpu.yaml`) on the training prompts.
-4. The tuned writer, as single agent and inside Review, on the same held-out prompts.
+4. The tuned writer, as single agent and inside Review, on the same evaluation prompts.
 5. Evaluate all four runs with one judge and one surprisal scorer (the base writer, so that
    surprisal is comparable across writers), then compare them with the base single agent
    (`compare/`), and the tuned writer in Review with the base writer in Review (`compare_in_review/`).

@@ -135,16 +135,12 @@ def render(results: dict[str, list[dict]], framework: str) -> str:
         head = [name, *(LABELS[m] for m in metrics), "Calls/prompt", "Tokens/prompt"]
         lines += [f"## {name}", "", "| " + " | ".join(head) + " |", "|---:|" + "---:|" * (len(head) - 1)]
         for p in points:
-            cells = [_cell(p["summary"].get(m), 2 if m in JUDGE else 3) for m in metrics]
+            cells = [cell(p["summary"].get(m), 2 if m in JUDGE else 3) for m in metrics]
             cost = p["cost"]
             cells += [f"{cost['calls']:.1f}", f"{cost['total_tokens']:,.0f}"] if cost else ["n/a", "n/a"]
             lines.append(f"| {p['value']} | " + " | ".join(cells) + " |")
         lines += ["", f"![{name}](sweep_{name}.png)", ""]
     return "\n".join(lines)
-
-
-def _cell(stat: dict | None, digits: int) -> str:
-    return cell(stat, digits) if stat else "n/a"
 
 
 if __name__ == "__main__":
