@@ -17,8 +17,8 @@ import logging
 from collections.abc import Sequence
 
 from eval.run import EvalConfig, Evaluator
-from generate.cli import run_cli
-from generate.config import add_dataclass_args, build_config
+from generate.common.cli import run_cli
+from generate.common.config import add_dataclass_args, build_config
 
 log = logging.getLogger("eval")
 

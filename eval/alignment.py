@@ -25,7 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from generate.cli import UsageError, run_cli
+from generate.common.errors import UsageError
+from generate.common.cli import run_cli
 
 _COLUMNS = ("story_id", "aspect", "human", "judge")
 # 97.5th percentile of the standard normal: 95% of normally distributed differences fall

@@ -13,7 +13,7 @@ from typing import Any
 
 from eval.compare import COST_FIELDS, inference_cost
 from eval.report import LABELS, RULE_METRICS, cell
-from generate.jsonl import read_jsonl
+from generate.common.jsonl import read_jsonl
 
 JUDGE = ("concepts", "logic", "characters", "world_building", "ethics")
 COST_LABELS = {"calls": "Calls", "prompt_tokens": "Prompt tok.", "completion_tokens": "Compl. tok.",

@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from eval.stats import paired_test, summarize
-from generate.cli import UsageError
-from generate.jsonl import read_jsonl
+from generate.common.errors import UsageError
+from generate.common.jsonl import read_jsonl
 
 log = logging.getLogger(__name__)
 

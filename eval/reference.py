@@ -21,7 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.embed import DEFAULT_EMBEDDER, Embedder, default_cache_dir
+from eval.embed import DEFAULT_EMBEDDER, Embedder
+from generate.common.paths import cache_root
 from eval.text import chunk_words, strip_gutenberg, word_tokens
 
 log = logging.getLogger(__name__)
@@ -98,7 +99,7 @@ class ReferenceCorpus:
             raise ReferenceUnavailable(f"no .txt files in {directory}")
 
         key = _cache_key(works, embedder.name, chunk_size, max_chunks, seed)
-        entry = Path(cache_dir or default_cache_dir()) / "reference" / key
+        entry = Path(cache_dir or cache_root()) / "reference" / key
         if (entry / _META).is_file():
             log.info("reference corpus: using cached embeddings %s", entry)
             return cls._from_cache(directory, entry)

@@ -12,9 +12,9 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from generate.cli import UsageError
-from generate.config import load_yaml
-from generate.paths import CONFIG_DIR
+from generate.common.errors import UsageError
+from generate.common.config import load_yaml
+from generate.common.paths import CONFIG_DIR
 
 DEFAULT_RUBRIC = CONFIG_DIR / "judge" / "rubric.yaml"
 MODES = ("sample", "logprob")

@@ -30,9 +30,9 @@ from eval.stories import load_stories
 from eval.surprisal import WRITER_TEMPLATE, as_scorer, surprisal
 from eval.text import chunk_words
 from generate.backends import Model, backend_options, load_model
-from generate.cli import UsageError
-from generate.jsonl import append_jsonl, read_jsonl, repair_jsonl
-from generate.manifest import sha256_text, write_manifest
+from generate.common.errors import UsageError
+from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
+from generate.common.manifest import sha256_text, write_manifest
 from generate.prompts import load_prompts
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 REQUIRED = {"story_id": str, "prompt_id": str, "framework": str, "prompt": str, "text": str}
 

@@ -17,7 +17,7 @@ import logging
 import math
 from typing import Protocol
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.prompts import PromptSet, load_prompts
 
 log = logging.getLogger(__name__)

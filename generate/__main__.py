@@ -12,8 +12,8 @@ import argparse
 import logging
 from collections.abc import Sequence
 
-from generate.cli import run_cli
-from generate.config import add_dataclass_args, build_config
+from generate.common.cli import run_cli
+from generate.common.config import add_dataclass_args, build_config
 from generate.runner import RunConfig, Runner
 
 log = logging.getLogger("generate")

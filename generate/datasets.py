@@ -15,8 +15,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from generate.cli import UsageError
-from generate.paths import CONFIG_DIR, cache_dir
+from generate.common.errors import UsageError
+from generate.common.paths import CONFIG_DIR, cache_dir
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ import json
 from pathlib import Path
 
 from generate.backends import ChatRequest, Completion
-from generate.jsonl import append_jsonl, read_jsonl, repair_jsonl
+from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
 
 
 def request_key(model: str, req: ChatRequest) -> str:

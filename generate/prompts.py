@@ -5,12 +5,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from generate.cli import UsageError
-from generate.config import load_yaml
-from generate.paths import CONFIG_DIR
+from generate.common.errors import UsageError
+from generate.common.config import load_yaml
+from generate.common.paths import CONFIG_DIR
 
 DEFAULT_TEMPLATES = CONFIG_DIR / "prompts" / "frameworks.yaml"
 DEFAULT_PERSONAS = CONFIG_DIR / "prompts" / "personas.yaml"
+# The single-agent writer request. GRPO trains on exactly this request and surprisal is scored
+# under it, so both hold by construction: they call `writer_messages`, never render it themselves.
+WRITER_TEMPLATE = "single_write"
 
 
 @dataclass(frozen=True)
@@ -33,6 +36,10 @@ class PromptSet:
         name = names[index % len(names)]
         suffix = "" if index < len(names) else f"-{index // len(names) + 1}"
         return name + suffix, self.personas[name]
+
+    def writer_messages(self, task_prompt: str) -> list[dict[str, str]]:
+        """The single-agent writer's chat request for a task (the SciFi prompt text)."""
+        return [{"role": "user", "content": self.render(WRITER_TEMPLATE, prompt=task_prompt)}]
 
     def texts(self) -> dict[str, str]:
         """Every template and persona, for the manifest's hashes."""

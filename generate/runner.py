@@ -16,12 +16,12 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from generate.backends import ChatRequest, Completion, Model, SamplingParams, backend_options, load_model
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.frameworks import Settings, Step, get_framework
 from generate.journal import Journal, derive_seed, request_key
-from generate.jsonl import append_jsonl, read_jsonl, repair_jsonl
-from generate.manifest import write_manifest
+from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
+from generate.common.manifest import write_manifest
 from generate.prompts import PromptSet, load_prompts
 
 log = logging.getLogger(__name__)

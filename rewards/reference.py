@@ -12,7 +12,7 @@ from functools import cached_property, lru_cache
 
 from eval.metrics import CosineNovelty, UnigramReference, VolumeGain
 from eval.reference import ReferenceCorpus, load_reference
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from rewards.embedding import get_embedder
 
 

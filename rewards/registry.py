@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from rewards import timing
 
 RewardFunc = Callable[..., Any]

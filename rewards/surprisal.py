@@ -14,7 +14,7 @@ from functools import lru_cache
 from eval.surprisal import as_scorer
 from eval.surprisal import surprisal as surprisal_metric
 from generate.backends import load_backend
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from rewards.registry import reward
 from rewards.text import completion_texts
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from eval.benchmark import write_benchmark
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
-from generate.cli import run_cli
+from generate.common.cli import run_cli
 from generate.frameworks import FRAMEWORKS
 from generate.runner import RunConfig, Runner
 

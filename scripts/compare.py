@@ -18,7 +18,8 @@ from collections.abc import Sequence
 
 from eval.compare import DEFAULT_METRICS, compare, load_run, parse_run_spec
 from eval.compare_report import render_markdown, write_outputs
-from generate.cli import UsageError, run_cli
+from generate.common.errors import UsageError
+from generate.common.cli import run_cli
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -36,9 +36,10 @@ from eval.compare import DEFAULT_METRICS, compare, load_run
 from eval.compare_report import write_outputs
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
-from generate.cli import UsageError, run_cli
+from generate.common.errors import UsageError
+from generate.common.cli import run_cli
 from generate.datasets import Task, load_dataset, spread_over_aspects
-from generate.paths import REPO_ROOT
+from generate.common.paths import REPO_ROOT
 from generate.runner import RunConfig, Runner
 from train.split import load_split, split_tasks
 

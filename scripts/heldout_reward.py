@@ -29,15 +29,15 @@ import numpy as np
 from trl import GRPOConfig
 
 from generate.backends import ChatRequest, SamplingParams, load_model
-from generate.cli import UsageError, run_cli
-from generate.config import load_yaml
+from generate.common.errors import UsageError
+from generate.common.cli import run_cli
+from generate.common.config import load_yaml
 from generate.datasets import load_dataset
 from generate.journal import derive_seed
 from generate.prompts import load_prompts
 from rewards import build_rewards
 from rewards.composite import score_batch
 from train.args import ScriptArguments
-from train.data import writer_messages
 from train.split import load_split
 
 log = logging.getLogger("heldout_reward")
@@ -57,7 +57,7 @@ def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
     """`samples` stories per task, seeded by (seed, task, sample) so every model gets the same seeds."""
     prompt_set = load_prompts()
     params = SamplingParams(decoding["max_completion_length"], decoding["temperature"], decoding["top_p"])
-    requests = [ChatRequest(writer_messages(t, prompt_set), params, seed=derive_seed(decoding["seed"], t.id, k))
+    requests = [ChatRequest(prompt_set.writer_messages(t.prompt), params, seed=derive_seed(decoding["seed"], t.id, k))
                 for t in tasks for k in range(samples)]
     options = {} if spec.startswith(("openai:", "vllm:")) else {"dtype": "float32", "batch_size": 8}
     model = load_model(spec, **options)
@@ -111,7 +111,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError("the split holds no held-out prompt")
     funcs = build_rewards(script.reward_funcs, script.reward_options, script.reward_gate)
     prompt_set = load_prompts()
-    prompts = [writer_messages(t, prompt_set) for t in tasks for _ in range(args.samples)]
+    prompts = [prompt_set.writer_messages(t.prompt) for t in tasks for _ in range(args.samples)]
     columns = {"prompt_id": [t.id for t in tasks for _ in range(args.samples)],
                "task_prompt": [t.prompt for t in tasks for _ in range(args.samples)]}
 

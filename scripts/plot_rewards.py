@@ -19,7 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from eval.plotting import pyplot
-from generate.cli import UsageError, run_cli
+from generate.common.errors import UsageError
+from generate.common.cli import run_cli
 
 log = logging.getLogger("plot_rewards")
 

@@ -27,8 +27,9 @@ from eval.plotting import pyplot
 from eval.report import LABELS, RULE_METRICS, cell
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
-from generate.cli import UsageError, run_cli
-from generate.jsonl import read_jsonl
+from generate.common.errors import UsageError
+from generate.common.cli import run_cli
+from generate.common.jsonl import read_jsonl
 from generate.runner import RunConfig, Runner
 
 log = logging.getLogger("sweep")

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 from typing import Any
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 
 @dataclass

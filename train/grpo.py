@@ -33,9 +33,9 @@ from pathlib import Path
 from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
 
 from eval.rubric import load_rubric
-from generate.cli import run_cli
+from generate.common.cli import run_cli
 from generate.datasets import load_dataset
-from generate.manifest import write_manifest
+from generate.common.manifest import write_manifest
 from generate.prompts import load_prompts
 from rewards import build_rewards, get_reward
 from rewards.composite import score_batch

@@ -17,7 +17,7 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.datasets import Task
 
 SPLIT_FILE = "split.json"

@@ -10,7 +10,7 @@ from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob
 from generate.backends.model import BackendUnavailable, Model, RetryPolicy
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 BACKENDS: dict[str, str] = {
     "hf": "generate.backends.hf:HFBackend",

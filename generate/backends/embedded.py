@@ -13,8 +13,8 @@ from pathlib import Path
 
 from filelock import FileLock
 
-from generate.cli import UsageError
-from generate.paths import cache_dir
+from generate.common.errors import UsageError
+from generate.common.paths import cache_dir
 
 log = logging.getLogger(__name__)
 

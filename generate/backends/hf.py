@@ -14,7 +14,7 @@ from pathlib import Path
 import torch
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from tqdm.auto import tqdm
 
 from generate.backends.base import Backend, ChatRequest, Completion, TransientBackendError
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 log = logging.getLogger(__name__)
 

@@ -11,7 +11,7 @@ import asyncio
 import os
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob, TransientBackendError
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
 

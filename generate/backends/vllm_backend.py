@@ -10,7 +10,7 @@ import asyncio
 from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 
 def sampling_kwargs(req: ChatRequest) -> dict[str, Any]:

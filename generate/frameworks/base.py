@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.clean import clean_story
 from generate.datasets import Task
 from generate.prompts import PromptSet

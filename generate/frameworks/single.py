@@ -1,13 +1,13 @@
 """Single Agent: one zero-shot call per prompt, the base model's own ability."""
 
 from generate.datasets import Task
-from generate.frameworks.base import Agent, Call, Protocol, Settings, Step, add_drafts, register, user
+from generate.frameworks.base import Agent, Call, Protocol, Settings, Step, add_drafts, register
 from generate.prompts import PromptSet
 
 
 @register("single")
 def single(task: Task, prompts: PromptSet, settings: Settings) -> Protocol:
     agent = Agent("single")
-    call = Call(agent.name, "write", user(prompts.render("single_write", prompt=task.prompt)))
+    call = Call(agent.name, "write", prompts.writer_messages(task.prompt))
     add_drafts([agent], (yield Step("write", [call])))
     return [agent]

@@ -13,7 +13,7 @@ import pytest
 from scipy import stats
 
 from eval.alignment import agreement, bland_altman, icc_a1, main, pearson_r
-from generate.cli import run_cli
+from generate.common.cli import run_cli
 
 HUMAN = [1.0, 2.0, 3.0, 4.0]
 JUDGE = [2.0, 2.0, 4.0, 5.0]

@@ -24,7 +24,7 @@ from eval.compare import (
 )
 from eval.compare_report import render_markdown
 from eval.stats import paired_bootstrap_ci, paired_test, summarize, wilcoxon_p
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 REPO = Path(__file__).resolve().parents[2]
 METRICS = (*JUDGE_METRICS, *NOVELTY_METRICS)

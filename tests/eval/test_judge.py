@@ -10,7 +10,7 @@ from fakes import DownBackend, LogprobBackend, ScriptedBackend, aspect_of, model
 from eval.judge import Judge, expected_score, parse_score, score_from_logprobs
 from eval.rubric import DEFAULT_RUBRIC, load_rubric
 from generate.backends import Completion, TokenLogprob
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 ASPECTS = ["concepts", "logic", "characters", "world_building", "ethics"]
 STORY = "The tide-locked moon turned its dark face toward the lighthouse, and the keeper lit the lamp."

@@ -9,7 +9,7 @@ import pytest
 from fakes import FakeScorer, ScriptedBackend, model
 
 from eval.surprisal import surprisal
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.prompts import load_prompts
 
 PROMPT = "A lighthouse keeper on a tidally locked moon narrates the night the dark side turns toward her."

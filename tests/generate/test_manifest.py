@@ -2,7 +2,7 @@
 
 import json
 
-from generate.manifest import redact, write_manifest
+from generate.common.manifest import redact, write_manifest
 
 
 def test_redact_hides_credentials_but_not_token_counts():

@@ -3,7 +3,7 @@
 import pytest
 
 from generate.backends import BackendUnavailable, ChatRequest, Model, RetryPolicy, SamplingParams, load_backend
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from tests.generate.fakes import Flaky, RecordingEcho
 
 FAST = RetryPolicy(retries=3, backoff=0.01)

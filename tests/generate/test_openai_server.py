@@ -7,7 +7,7 @@ import time
 import pytest
 
 from generate.backends import ChatRequest, SamplingParams, load_model
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.runner import RunConfig, Runner
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]

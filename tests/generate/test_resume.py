@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from generate.jsonl import read_jsonl
+from generate.common.jsonl import read_jsonl
 from tests.conftest import REPO
 
 pytestmark = pytest.mark.slow

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from generate.jsonl import read_jsonl
+from generate.common.jsonl import read_jsonl
 from tests.scripts import load_script
 
 pytestmark = pytest.mark.slow
@@ -64,7 +64,7 @@ def test_sweep_on_a_tiny_grid(tmp_path, corpus):
 
 
 def test_sweep_rejects_a_bad_grid():
-    from generate.cli import UsageError
+    from generate.common.errors import UsageError
 
     sweep = load_script("sweep")
     with pytest.raises(UsageError, match="bad --grid"):

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.datasets import Task, load_dataset, spread_over_aspects
 from tests.scripts import load_script
 from train.split import split_tasks

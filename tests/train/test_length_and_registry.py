@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from trl.trainer.utils import get_callable_name, is_async_callable
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from rewards import REWARDS, build_rewards
 from rewards.length import length, length_penalty
 from tests.train.conftest import chat

@@ -76,7 +76,7 @@ def test_reference_is_loaded_once_per_process(corpus, fake_embedder, monkeypatch
 
 
 def test_missing_reference_is_a_clear_error(fake_embedder, monkeypatch):
-    from generate.cli import UsageError
+    from generate.common.errors import UsageError
 
     monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)
     with pytest.raises(UsageError, match="SCIFI_REFERENCE_DIR"):

@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 from generate.datasets import Task, load_dataset
 from train.split import load_split, split_tasks
 

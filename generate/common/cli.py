@@ -6,12 +6,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-
-class UsageError(Exception):
-    """Bad input from the user (unknown name, malformed file, unreachable server).
-
-    Raised anywhere in library code; `run_cli` turns it into a one-line message and exit 2.
-    """
+from generate.common.errors import UsageError
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> None:

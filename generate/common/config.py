@@ -15,7 +15,7 @@ from typing import Any, TypeVar
 
 import yaml
 
-from generate.cli import UsageError
+from generate.common.errors import UsageError
 
 T = TypeVar("T")
 

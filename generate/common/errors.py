@@ -1,0 +1,11 @@
+"""The one exception type for bad input; every command line turns it into one line and exit 2."""
+
+from __future__ import annotations
+
+
+class UsageError(Exception):
+    """Bad input from the user (unknown name, malformed file, unreachable server).
+
+    Raised anywhere in library code; `generate.common.cli.run_cli` turns it into a one-line
+    message and exit code 2.
+    """
