@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
+from generate.common.errors import UsageError
 
 _COLUMNS = ("story_id", "aspect", "human", "judge")
 # 97.5th percentile of the standard normal: 95% of normally distributed differences fall

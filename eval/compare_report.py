@@ -15,7 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from eval.compare import JUDGE_AVERAGE, JUDGE_METRICS, LOWER_IS_BETTER, NOVELTY_METRICS, label, level_label, signed
+from eval.compare import headline, label, level_label, lower_is_better, signed
+from eval.metrics.catalog import JUDGE, JUDGE_AVERAGE
 from eval.plotting import pyplot
 
 log = logging.getLogger(__name__)
@@ -42,13 +43,15 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         f"{level} CI: paired percentile bootstrap over prompts ({cfg['n_boot']} resamples, seed {cfg['seed']}); "
         f"p: two-sided Wilcoxon signed-rank; significant: the CI excludes 0 and p < {cfg['alpha']:g}. "
         "A prompt without a value for a metric in either run is left out of that metric only (column 'missing').",
+        *_mismatch_lines(comparison),
         "", "## Verdict", "", *(f"- {line}" for line in comparison["verdict"]), "",
-        "## Scores (mean ± std over stories, n)", "",
+        "## Scores (mean ± std over stories, se = standard error of the mean, n)", "",
         "| metric | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|",
     ]
     for metric, by_run in comparison["describe"].items():
-        cells = [f"{_cell(s['mean'])} ± {_cell(s['std'])} ({s['n']})" if s["n"] else "—" for s in by_run.values()]
-        lines.append(f"| {label(metric)} | " + " | ".join(cells) + " |")
+        cells = [f"{_cell(s['mean'])} ± {_cell(s['std'])} (se {_cell(s['se'])}, n {s['n']})" if s["n"] else "—"
+                 for s in by_run.values()]
+        lines.append(f"| {label(comparison, metric)} | " + " | ".join(cells) + " |")
     lines += [
         "", f"## Gain over `{base}` (paired by prompt)", "",
         f"| metric | run | gain | {level} CI | p | prompts | missing | significant | gain per extra base tokens |",
@@ -58,7 +61,7 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         for name, g in by_run.items():
             ci = "—" if g["gain"] is None else f"[{signed(g['ci_low'])}, {signed(g['ci_high'])}]"
             lines.append(
-                f"| {label(metric)} | `{name}` | {signed(g['gain']) if g['gain'] is not None else '—'} | {ci} "
+                f"| {label(comparison, metric)} | `{name}` | {signed(g['gain']) if g['gain'] is not None else '—'} | {ci} "
                 f"| {_cell(g['p_value'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
                 f"| {'yes' if g['significant'] else 'no'} | {_cell(g['gain_per_extra_base_tokens'])} |"
             )
@@ -85,6 +88,17 @@ def render_markdown(comparison: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _mismatch_lines(comparison: dict[str, Any]) -> list[str]:
+    """What the runs differ in although they were compared (`--allow-mismatch`), said up front."""
+    lines = []
+    for key, values in comparison.get("mismatches", {}).items():
+        shown = "; ".join(f"`{run}`: {json.dumps(v, sort_keys=True)[:160]}" for run, v in values.items())
+        lines.append(f"**Not like for like: the runs differ in {key}** (allowed by --allow-mismatch {key}): {shown}.")
+    for metric, why in comparison.get("excluded", {}).items():
+        lines.append(f"{label(comparison, metric)} is not compared: {why}.")
+    return ["", *lines] if lines else []
+
+
 def _base_sd(comparison: dict[str, Any], metric: str) -> float | None:
     sd = comparison["describe"][metric][comparison["config"]["base"]]["std"]
     return sd if sd else None
@@ -99,8 +113,9 @@ def _scaled(gain: dict[str, Any], scale: float | None) -> tuple[float, float, fl
     return g, max(g - low, 0.0), max(high - g, 0.0)
 
 
-def _tick(metric: str) -> str:
-    return f"{label(metric)} (lower better)" if metric in LOWER_IS_BETTER else label(metric)
+def _tick(comparison: dict[str, Any], metric: str) -> str:
+    name = label(comparison, metric)
+    return f"{name} (lower better)" if lower_is_better(comparison, metric) else name
 
 
 def _gain_bars(ax, comparison: dict[str, Any], metrics: list[str], runs: list[str], standardize: bool) -> None:
@@ -115,7 +130,7 @@ def _gain_bars(ax, comparison: dict[str, Any], metrics: list[str], runs: list[st
         heights, low, high = (list(col) for col in zip(*rows))
         ax.bar(x + (i - (len(runs) - 1) / 2) * width, heights, width, yerr=[low, high], capsize=3, label=run)
     ax.axhline(0, color="black", linewidth=0.8)
-    ax.set_xticks(x, [_tick(m) for m in metrics], rotation=30, ha="right")
+    ax.set_xticks(x, [_tick(comparison, m) for m in metrics], rotation=30, ha="right")
     ax.legend()
 
 
@@ -131,7 +146,7 @@ def plot_gains(comparison: dict[str, Any], path: str | Path) -> None:
     base, metrics = comparison["config"]["base"], comparison["config"]["metrics"]
     runs = [n for n in comparison["config"]["runs"] if n != base]
     metrics = [m for m in metrics if any(g["gain"] is not None for g in comparison["gains"][m].values())]
-    judge = [m for m in metrics if m == JUDGE_AVERAGE or m in JUDGE_METRICS]
+    judge = [m for m in metrics if comparison["metrics"].get(m, {}).get("group") == JUDGE]
     other = [m for m in metrics if m not in judge]
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 5))
     _gain_bars(left, comparison, judge, runs, standardize=False)
@@ -152,22 +167,23 @@ def plot_cost_vs_gain(comparison: dict[str, Any], path: str | Path) -> None:
     plt = pyplot()
     base, metrics = comparison["config"]["base"], comparison["config"]["metrics"]
     priced = [n for n, c in comparison["cost"].items() if n != base and c and c["x_base"]["total_tokens"] is not None]
-    headline = JUDGE_AVERAGE if JUDGE_AVERAGE in metrics else metrics[0]
+    first = JUDGE_AVERAGE if JUDGE_AVERAGE in metrics else metrics[0]
     fig, (left, right) = plt.subplots(1, 2, figsize=(12, 5))
     left.plot([1], [0], "k*", markersize=12)
     left.annotate(base, (1, 0), textcoords="offset points", xytext=(6, -14))
     for name in priced:
         x = comparison["cost"][name]["x_base"]["total_tokens"]
-        g, low, high = _scaled(comparison["gains"][headline][name], 1.0)
+        g, low, high = _scaled(comparison["gains"][first][name], 1.0)
         left.errorbar([x], [g], yerr=[[low], [high]], fmt="o", capsize=4)
         left.annotate(name, (x, g), textcoords="offset points", xytext=(6, 6))
-    left.set(title=label(headline), xlabel=f"total tokens per prompt (x {base})", ylabel=f"gain over {base}")
-    for metric, marker in zip([m for m in metrics if m in NOVELTY_METRICS], "os^Dv"):
+    left.set(title=label(comparison, first), xlabel=f"total tokens per prompt (x {base})", ylabel=f"gain over {base}")
+    rule = [m for m in headline(comparison) if m != JUDGE_AVERAGE]
+    for metric, marker in zip(rule, "os^Dv"):
         points = [(comparison["cost"][n]["x_base"]["total_tokens"],
                    _scaled(comparison["gains"][metric][n], _base_sd(comparison, metric))[0]) for n in priced]
         if points:
             xs, ys = zip(*points)
-            right.plot(xs, ys, marker, linestyle="none", label=_tick(metric))
+            right.plot(xs, ys, marker, linestyle="none", label=_tick(comparison, metric))
     right.set(title="Novelty metrics", xlabel=f"total tokens per prompt (x {base})",
               ylabel=f"gain over {base} / {base} SD")
     if right.has_data():

@@ -122,13 +122,12 @@ def load_encoder(name: str) -> SentenceTransformer:
         The loaded model, shared by every `Embedder` with this name.
     """
     path = encoder_path(name)
-    if path != name:
-        # Packaged models are complete on disk: never let a missing file trigger a hub lookup.
-        os.environ["HF_HUB_OFFLINE"] = "1"
     from sentence_transformers import SentenceTransformer
 
     log.info("loading embedder %s from %s", name, path)
-    return SentenceTransformer(path, device="cpu")
+    # Packaged models are complete on disk: a missing file must fail here, not trigger a hub
+    # lookup. Asked per call, never by setting HF_HUB_OFFLINE for the whole process.
+    return SentenceTransformer(path, device="cpu", local_files_only=path != name)
 
 
 class Embedder:

@@ -15,6 +15,11 @@ Two modes:
   the position that follows the first token run ending in `Score:`. If the reply never produces
   `Score:`, or no digit of the scale is among the top alternatives there, the score is missing.
 
+Stories reach the judge as `eval.rubric.judged_text` makes them: sanitised, and with any line
+that mimics the reply format ("Score: 5") replaced by a marker, so a story cannot hand the judge
+its own score. Per-request seeds derive from that text. An empty story is not judged; every
+missing score carries its reason (`Judgement.reasons`).
+
 Every request of a pass, over all stories x aspects x samples, goes to the model as ONE batch:
 the `Model` wrapper sorts and splits it for the engine. A backend that stays down after its
 retries makes the affected requests missing (counted in the diagnostics), not the run crash.
@@ -26,10 +31,10 @@ import asyncio
 import hashlib
 import logging
 import math
-import re
 from dataclasses import dataclass, field
 
-from eval.rubric import MODES, Rubric, load_rubric
+from eval.metrics.story import EMPTY
+from eval.rubric import MODES, SCORE_LINE, Rubric, judged_text, load_rubric
 from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams
 from generate.common.errors import UsageError
 from generate.journal import derive_seed
@@ -37,41 +42,27 @@ from generate.journal import derive_seed
 log = logging.getLogger(__name__)
 
 SCORE_PREFIX = "Score:"
-# A "Score" label, optional markdown around it and the colon, then a number and an optional
-# "/5" or "out of 5": matches "Score: 4", "**Score:** 4", "Final score: 4/5", "score = 3".
-_SCORE_LINE = re.compile(
-    r"\bscore\b[ \t]*(?:\*\*|__)?[ \t]*[:=][ \t]*(?:\*\*|__|\[)?[ \t]*(-?\d+(?:\.\d+)?)"
-    r"(?:[ \t]*(?:/|out[ \t]+of)[ \t]*(\d+))?",
-    re.IGNORECASE,
-)
-_OUT_OF = re.compile(r"(-?\d+(?:\.\d+)?)\s*(?:/|out\s+of)\s*(\d+)", re.IGNORECASE)
-# A standalone number; "4." at the end of a sentence counts, "v2", "1st" and "3.5" parts do not.
-_NUMBER = re.compile(r"(?<![\w.])\d+(?:\.\d+)?(?!\w|\.\d)")
 _SKIPPABLE = " \t\r\n*_`"
 
 
 def parse_score(text: str, low: int = 0, high: int = 5) -> int | None:
     """Read an integer score from a judge's reply (never from the story it judged).
 
-    The last `Score: N` line wins (a reply may think aloud and then settle). Without one, a
-    reply holding exactly one distinct bare number is accepted (e.g. "I'd give it a 4").
+    Only a `Score: N` line counts, and the last one wins (a reply may think aloud and then
+    settle). A reply without one is a parse failure, even if it holds a bare number: "it
+    reminded me of chapter 3" must not become a 3.
 
     Returns:
-        The score, or None for an empty reply, a number outside `low..high` or on another scale
-        ("8/10"), a non-integer, or two different bare numbers and no Score line (ambiguous).
+        The score, or None for an empty reply, no Score line, a number outside `low..high` or on
+        another scale ("8/10"), or a non-integer.
     """
     if not text or not text.strip():
         return None
-    labelled = _SCORE_LINE.findall(text)
-    if labelled:
-        value, scale = labelled[-1]
-        return _checked(value, scale, low, high)
-    numbers = set()
-    for match in _NUMBER.finditer(_OUT_OF.sub(lambda m: m.group(1) if m.group(2) == str(high) else "x", text)):
-        numbers.add(match.group())
-    if len(numbers) != 1:
+    labelled = SCORE_LINE.findall(text)
+    if not labelled:
         return None
-    return _checked(numbers.pop(), "", low, high)
+    value, scale = labelled[-1]
+    return _checked(value, scale, low, high)
 
 
 def _checked(value: str, scale: str, low: int, high: int) -> int | None:
@@ -143,12 +134,13 @@ class Judgement:
 
     Attributes:
         scores: aspect -> mean of the valid samples (sample mode) or expected score (logprob
-            mode); None when no valid judgement exists.
+            mode); None when no valid judgement exists, and then `reasons[aspect]` says why.
         samples: aspect -> the valid judgements: sampled digits (sample mode) or the one
             expected score (logprob mode); their count is the aspect's `n_samples`.
         requests: judge replies received for this story, re-asks included.
         parse_failures: replies that held no valid score (each re-ask counts again).
         backend_failures: requests lost because the backend stayed down.
+        reasons: aspect -> why its score is missing.
     """
 
     scores: dict[str, float | None]
@@ -156,6 +148,11 @@ class Judgement:
     requests: int = 0
     parse_failures: int = 0
     backend_failures: int = 0
+    reasons: dict[str, str] = field(default_factory=dict)
+
+    @classmethod
+    def empty(cls, aspects: list[str]) -> Judgement:
+        return cls({a: None for a in aspects}, {a: [] for a in aspects})
 
     def diagnostics(self) -> dict:
         return {"n_samples": {a: len(v) for a, v in self.samples.items()}, "requests": self.requests,
@@ -191,8 +188,8 @@ class Judge:
         max_parse_retries: re-asks of an unparseable sample reply, each with a new seed.
         temperature, top_p: sampling settings of sample mode (logprob mode is greedy).
         max_new_tokens: reply budget in sample mode (reasoning plus the score line).
-        seed: base of the per-request seeds, which depend on the story text, aspect, sample and
-            attempt, so a resumed evaluation asks exactly the same questions.
+        seed: base of the per-request seeds, which depend on the text the judge sees, aspect,
+            sample and attempt, so a resumed evaluation asks exactly the same questions.
         top_logprobs: alternatives read per position in logprob mode (20 is the OpenAI maximum).
     """
 
@@ -220,16 +217,33 @@ class Judge:
     def aspects(self) -> list[str]:
         return list(self.rubric.aspects)
 
+    def fingerprint(self) -> dict:
+        """What identifies this judge's scores: model, mode, decoding and rubric."""
+        out = {"model": self.model.name, "mode": self.mode, "rubric_sha256": self.rubric.sha256()}
+        if self.mode == "sample":
+            p = self.sample_params
+            out.update(samples=self.samples, max_parse_retries=self.max_parse_retries, temperature=p.temperature,
+                       top_p=p.top_p, max_new_tokens=p.max_new_tokens)
+        return out
+
     def score(self, stories: list[str], desc: str | None = "judge") -> list[Judgement]:
         """Judge every story on every aspect (synchronous wrapper of `ascore`)."""
         return asyncio.run(self.ascore(stories, desc))
 
     async def ascore(self, stories: list[str], desc: str | None = "judge") -> list[Judgement]:
-        """Judge every story on every aspect; usable from a running event loop (async rewards)."""
-        if self.mode == "logprob":
-            out = await self._logprob(stories, desc)
-        else:
-            out = await self._sample(stories, desc)
+        """Judge every story on every aspect; usable from a running event loop (async rewards).
+
+        An empty story is not sent: its aspects are missing with the reason "empty story".
+        """
+        texts = [judged_text(s) for s in stories]
+        out = [Judgement.empty(self.aspects) for _ in texts]
+        todo = [i for i, t in enumerate(texts) if t]
+        for i in set(range(len(texts))) - set(todo):
+            out[i].reasons = {a: EMPTY for a in self.aspects}
+        if todo:
+            scored = await (self._logprob if self.mode == "logprob" else self._sample)([texts[i] for i in todo], desc)
+            for i, j in zip(todo, scored):
+                out[i] = j
         for j in out:
             self.stats.add(j)
         return out
@@ -239,8 +253,9 @@ class Judge:
 
     async def _sample(self, stories: list[str], desc: str | None) -> list[Judgement]:
         low, high = self.rubric.low, self.rubric.high
-        out = [Judgement({a: None for a in self.aspects}, {a: [] for a in self.aspects}) for _ in stories]
+        out = [Judgement.empty(self.aspects) for _ in stories]
         keys = [_story_key(s) for s in stories]
+        errors: dict[tuple[int, str], str] = {}
         pending = [(i, a, k) for i in range(len(stories)) for a in self.aspects for k in range(self.samples)]
         for attempt in range(self.max_parse_retries + 1):
             if not pending:
@@ -251,8 +266,9 @@ class Judge:
             replies = await self._generate(requests, label)
             retry = []
             for (i, a, k), reply in zip(pending, replies):
-                if reply is None:
+                if reply is None or reply.error is not None:
                     out[i].backend_failures += 1
+                    errors[(i, a)] = _failure(reply)
                     continue
                 out[i].requests += 1
                 value = parse_score(reply.text, low, high)
@@ -265,8 +281,10 @@ class Judge:
         if pending:
             log.warning("judge: %d sample(s) still unparseable after %d re-asks; counted as missing",
                         len(pending), self.max_parse_retries)
-        for j in out:
+        for i, j in enumerate(out):
             j.scores = {a: (sum(v) / len(v) if v else None) for a, v in j.samples.items()}
+            j.reasons = {a: errors.get((i, a), f"no parseable Score line in {1 + self.max_parse_retries} "
+                                              f"attempt(s) per sample") for a, v in j.scores.items() if v is None}
         return out
 
     async def _logprob(self, stories: list[str], desc: str | None) -> list[Judgement]:
@@ -275,15 +293,18 @@ class Judge:
                                 logprobs=self.top_logprobs, prefill=SCORE_PREFIX if self.prefill else None)
                     for i, a in slots]
         replies = await self._generate(requests, desc)
-        out = [Judgement({a: None for a in self.aspects}, {a: [] for a in self.aspects}) for _ in stories]
+        out = [Judgement.empty(self.aspects) for _ in stories]
         for (i, a), reply in zip(slots, replies):
-            if reply is None:
+            if reply is None or reply.error is not None:
                 out[i].backend_failures += 1
+                out[i].reasons[a] = _failure(reply)
                 continue
             out[i].requests += 1
             value = score_from_logprobs(reply, self.prefill, self.rubric.low, self.rubric.high)
             if value is None:
                 out[i].parse_failures += 1
+                out[i].reasons[a] = f"no digit {self.rubric.low}-{self.rubric.high} among the top alternatives " \
+                                    f"after {SCORE_PREFIX!r}"
             else:
                 out[i].samples[a].append(value)
             out[i].scores[a] = value
@@ -303,6 +324,12 @@ class Judge:
             lost = sum(r is None for r in results)
             log.warning("judge backend unavailable (%s): %d of %d judge calls are missing", exc, lost, len(requests))
         return results
+
+
+def _failure(reply: Completion | None) -> str:
+    if reply is None:
+        return "judge backend failed after its retries"
+    return f"judge request failed: {reply.error}"
 
 
 def _story_key(story: str) -> str:

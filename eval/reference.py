@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 
 from eval.embed import DEFAULT_EMBEDDER, Embedder
-from generate.common.paths import cache_root
 from eval.text import chunk_words, strip_gutenberg, word_tokens
+from generate.common.paths import cache_root
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +48,13 @@ class ReferenceCorpus:
         chunk_size: Target chunk length in words.
         chunk_ids: "<file name>#<chunk index within the work>" for each embedded chunk.
         counts: Word counts over the whole corpus (all chunks, even when embeddings are sampled).
-        embeddings: (len(chunk_ids), dim) float32, unit-norm rows.
+        embeddings: (len(chunk_ids), dim) float32, unit-norm rows; None when the encoder could
+            not be loaded (`embedding_error` says why). The unigram counts need no encoder, so
+            KL is still available then.
+        content_sha256: hash of the works' names and bytes: two evaluations used the same corpus
+            exactly when their hashes (and embedder, chunk size, sample) agree.
+        sample: "all", or "<max_chunks>:<seed>" when a seeded sample of chunks was embedded.
+        embedding_error: why `embeddings` is None.
     """
 
     directory: Path
@@ -56,7 +62,15 @@ class ReferenceCorpus:
     chunk_size: int
     chunk_ids: list[str]
     counts: dict[str, int]
-    embeddings: np.ndarray
+    embeddings: np.ndarray | None
+    content_sha256: str = ""
+    sample: str = "all"
+    embedding_error: str | None = None
+
+    def fingerprint(self) -> dict:
+        """What identifies the reference side of the metrics, for manifests and comparisons."""
+        return {"content_sha256": self.content_sha256, "embedder": self.embedder_name,
+                "chunk_size": self.chunk_size, "sample": self.sample, "n_chunks": len(self.chunk_ids)}
 
     @classmethod
     def load(
@@ -100,9 +114,11 @@ class ReferenceCorpus:
 
         key = _cache_key(works, embedder.name, chunk_size, max_chunks, seed)
         entry = Path(cache_dir or cache_root()) / "reference" / key
+        identity = {"content_sha256": _content_hash(works),
+                    "sample": "all" if max_chunks is None else f"{max_chunks}:{seed}"}
         if (entry / _META).is_file():
             log.info("reference corpus: using cached embeddings %s", entry)
-            return cls._from_cache(directory, entry)
+            return cls._from_cache(directory, entry, identity)
 
         chunk_ids, chunks, counts = _prepare(works, chunk_size)
         if not chunks:
@@ -112,17 +128,24 @@ class ReferenceCorpus:
             chunk_ids = [chunk_ids[i] for i in keep]
             chunks = [chunks[i] for i in keep]
         log.info("reference corpus: embedding %d chunks of %d works with %s", len(chunks), len(works), embedder.name)
-        embeddings = embedder.encode(chunks, batch_size=batch_size, show_progress=True)
+        try:
+            embeddings = embedder.encode(chunks, batch_size=batch_size, show_progress=True)
+        except (ImportError, OSError) as exc:  # the encoder's packages are missing or broken
+            error = f"encoder {embedder.name} unavailable ({type(exc).__name__}: {_first_line(exc)})"
+            log.warning("reference corpus: %s; only the unigram counts (KL) are available", error)
+            return cls(directory, embedder.name, chunk_size, chunk_ids, counts, None, **identity,
+                       embedding_error=error)
         meta = {"embedder": embedder.name, "chunk_size": chunk_size, "chunk_ids": chunk_ids}
         _write_cache(entry, embeddings, meta, counts)
-        return cls(directory, embedder.name, chunk_size, chunk_ids, counts, embeddings)
+        return cls(directory, embedder.name, chunk_size, chunk_ids, counts, embeddings, **identity)
 
     @classmethod
-    def _from_cache(cls, directory: Path, entry: Path) -> ReferenceCorpus:
+    def _from_cache(cls, directory: Path, entry: Path, identity: dict) -> ReferenceCorpus:
         meta = json.loads((entry / _META).read_text(encoding="utf-8"))
         counts = json.loads((entry / _COUNTS).read_text(encoding="utf-8"))
         embeddings = np.load(entry / _EMBEDDINGS)
-        return cls(directory, meta["embedder"], meta["chunk_size"], meta["chunk_ids"], counts, embeddings)
+        return cls(directory, meta["embedder"], meta["chunk_size"], meta["chunk_ids"], counts, embeddings,
+                   **identity)
 
 
 def load_reference(
@@ -160,6 +183,18 @@ def _cache_key(works: dict[str, bytes], embedder_name: str, chunk_size: int, max
         digest.update(f"|{name}|{len(data)}|".encode())
         digest.update(data)
     return digest.hexdigest()[:24]
+
+
+def _content_hash(works: dict[str, bytes]) -> str:
+    digest = hashlib.sha256()
+    for name, data in works.items():
+        digest.update(f"{name}|{len(data)}|".encode())
+        digest.update(data)
+    return digest.hexdigest()
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).splitlines() or [""])[0][:200]
 
 
 def _prepare(works: dict[str, bytes], chunk_size: int) -> tuple[list[str], list[str], dict[str, int]]:

@@ -11,29 +11,25 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import numpy as np
 from tqdm.auto import tqdm
 
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.judge import Judge, Judgement
-from eval.metrics import (CosineNovelty, UnigramReference, VolumeGain, draft_to_final_similarity,
-                          mean_pairwise_similarity, unigram_kl)
-from eval.reference import ReferenceCorpus, load_reference
+from eval.metrics.story import Chunks, StoryMetrics, draft_similarity, group_similarity
+from eval.metrics.surprisal import as_scorer, surprisal
 from eval.report import write_reports
 from eval.rubric import MODES, load_rubric
 from eval.stories import load_stories
-from eval.surprisal import WRITER_TEMPLATE, as_scorer, surprisal
-from eval.text import chunk_words
+from eval.text import sanitize
 from generate.backends import Model, backend_options, load_model
 from generate.common.errors import UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
 from generate.common.manifest import sha256_text, write_manifest
-from generate.prompts import load_prompts
+from generate.prompts import WRITER_TEMPLATE, load_prompts
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +38,9 @@ RESULT_KEYS = ("judge", "judge_mode", "samples", "max_parse_retries", "judge_tem
                "judge_max_new_tokens", "rubric", "no_judge", "scorer", "no_surprisal", "reference_dir",
                "reference_max_chunks", "embedder", "kl_alpha", "seed")
 ID_FIELDS = ("story_id", "prompt_id", "aspect", "framework", "agent", "model")
+# The surprisal scorer of a story when none is given: the model that wrote it (the paper's choice;
+# such values do not compare across writers).
+WRITER_SCORER = "writer"
 
 
 @dataclass
@@ -105,12 +104,13 @@ class Evaluator:
         self.cfg = cfg
         self.out = cfg.output_dir()
         self.rubric = load_rubric(cfg.rubric)
+        self.catalog = self.rubric.catalog()
         self.prompts = load_prompts()
         self.embedder = embedder or Embedder(cfg.embedder)
         self._models: dict[str, Model] = dict(models or {})  # spec -> model, shared by judge and scorer
         self._judge: Judge | None = None
-        self._embedding_ok = True
-        self.reference: ReferenceCorpus | None = None
+        self._metrics: StoryMetrics | None = None
+        self._scorer_errors: dict[str, str] = {}
 
     def run(self) -> Path:
         stories = load_stories(self.cfg.stories)
@@ -124,13 +124,12 @@ class Evaluator:
         log.info("%d stories in %d prompt groups, %d already scored, %d to score", len(stories), len(groups),
                  sum(s["story_id"] in done for s in stories), sum(s["story_id"] not in done for s in stories))
         if todo:  # a run with nothing left to score keeps the manifest of the run that scored
-            self._load_reference()
+            _check_provenance(self.out, self.provenance())
             self._write_manifest(stories)
         for chunk in tqdm(_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
                           disable=len(todo) <= 1):
             append_jsonl(scores, self._score_chunk(chunk, done))
-        write_reports(self.out, list(read_jsonl(scores)), list(self.rubric.aspects),
-                      (self.rubric.low, self.rubric.high))
+        write_reports(self.out, list(read_jsonl(scores)), self.catalog, (self.rubric.low, self.rubric.high))
         return self.out
 
     # --- resources --------------------------------------------------------------------------------
@@ -149,42 +148,53 @@ class Evaluator:
                                 top_p=c.judge_top_p, max_new_tokens=c.judge_max_new_tokens, seed=c.seed)
         return self._judge
 
-    def _load_reference(self) -> None:
-        try:
-            self.reference = load_reference(self.cfg.reference_dir, self.embedder,
-                                            max_chunks=self.cfg.reference_max_chunks, seed=self.cfg.seed)
-        except (FileNotFoundError, OSError) as exc:  # the encoder's packages are missing
-            log.warning("reference metrics unavailable: cannot load embedder %s (%s)", self.cfg.embedder, exc)
-            self.reference = None
-        if self.reference is None:
-            log.warning("kl, novelty_cos and volume_gain will be null; the judge, surprisal and "
-                        "homogenization still run")
-            return
-        self._novelty = CosineNovelty(self.reference.embeddings)
-        self._volume = VolumeGain(self.reference.embeddings)
-        self._unigrams = UnigramReference(self.reference.counts)
+    @property
+    def metrics(self) -> StoryMetrics:
+        """The rule-based metrics' reference side (the same `StoryMetrics` the rewards use)."""
+        if self._metrics is None:
+            self._metrics = StoryMetrics.load(self.cfg.reference_dir, self.embedder, kl_alpha=self.cfg.kl_alpha,
+                                              max_chunks=self.cfg.reference_max_chunks, seed=self.cfg.seed)
+        return self._metrics
+
+    def provenance(self) -> dict:
+        """What makes these scores comparable with another evaluation's: judge, scorer, reference."""
+        return {"judge": None if self.cfg.no_judge else self.judge.fingerprint(),
+                "scorer": None if self.cfg.no_surprisal else (self.cfg.scorer or WRITER_SCORER),
+                "reference": self.metrics.fingerprint(),
+                "catalog": self.catalog.to_json()}
 
     # --- scoring ----------------------------------------------------------------------------------
 
     def _score_chunk(self, groups: list[list[dict]], done: set[str]) -> list[dict]:
         stories = [s for g in groups for s in g]
-        texts = [s["text"] for s in stories]
+        cleaned = [sanitize(s["text"]) for s in stories]
+        texts = [text for text, _ in cleaned]
         judged = self._judge_all(texts)
-        surprisals = self._surprisal(stories)
-        chunk_emb = self._embed_stories(texts)
-        draft_emb = self._embed_stories([(s.get("drafts") or [""])[0] for s in stories])
-        homog = self._homogenization(stories, chunk_emb)
-        reference = self._reference_metrics(texts, chunk_emb)
+        surprisals = self._surprisal(stories, texts)
+        finals = self.metrics.encode(texts)
+        measured = self.metrics.measure(texts, finals)
+        has_drafts = [bool(s.get("drafts")) for s in stories]
+        first = self.metrics.encode([s["drafts"][0] if d else "" for s, d in zip(stories, has_drafts)])
+        homog = self._homogenization(stories, finals)
         records = []
         for i, s in enumerate(stories):
             if s["story_id"] in done:
                 continue
-            rec = {k: s.get(k) for k in ID_FIELDS}
+            m = measured[i]
             j = judged[i]
-            rec.update({a: (j.scores[a] if j else None) for a in self.rubric.aspects})
-            rec.update(surprisal=surprisals[i], **reference[i], homogenization=homog[i],
-                       draft_to_final_similarity=_draft_similarity(draft_emb[i], chunk_emb[i]),
-                       judge=j.diagnostics() if j else None)
+            for aspect in self.catalog.aspects:
+                m.set(aspect, j.scores.get(aspect) if j else None,
+                      (j.reasons.get(aspect) if j else None) or "not judged (--no-judge)")
+            m.set("surprisal", *surprisals[i])
+            m.set("homogenization", *homog[i])
+            m.set("draft_to_final_similarity", *draft_similarity(first[i] if has_drafts[i] else None, finals[i]))
+            rec = {k: s.get(k) for k in ID_FIELDS}
+            rec["prompt_sha256"] = sha256_text(s["prompt"])
+            rec.update({k: m.values.get(k) for k in (*self.catalog.keys, "draft_to_final_similarity")})
+            rec.update(missing=m.missing, judge=j.diagnostics() if j else None,
+                       surprisal_scorer=None if self.cfg.no_surprisal else self._scorer_spec(s))
+            if cleaned[i][1]:
+                rec["notes"] = cleaned[i][1]
             records.append(rec)
         return records
 
@@ -193,98 +203,59 @@ class Evaluator:
             return [None] * len(texts)
         return self.judge.score(texts, desc=f"judge ({self.cfg.judge_mode})")
 
-    def _surprisal(self, stories: list[dict]) -> list[float | None]:
-        out: list[float | None] = [None] * len(stories)
+    def _scorer_spec(self, story: dict) -> str:
+        return self.cfg.scorer or story.get("model") or ""
+
+    def _surprisal(self, stories: list[dict], texts: list[str]) -> list[tuple[float | None, str]]:
+        out: list[tuple[float | None, str]] = [(None, "not computed (--no-surprisal)")] * len(stories)
         if self.cfg.no_surprisal:
             return out
         by_spec: dict[str, list[int]] = defaultdict(list)
         for i, s in enumerate(stories):
-            by_spec[self.cfg.scorer or s.get("model") or ""].append(i)
+            by_spec[self._scorer_spec(s)].append(i)
         for spec, idx in by_spec.items():
             try:
                 scorer = as_scorer(self.model(spec))
             except UsageError as exc:
                 if self.cfg.scorer:
                     raise
-                log.warning("surprisal unavailable for writer model %r: %s", spec, exc)
+                if spec not in self._scorer_errors:
+                    log.warning("surprisal unavailable for writer model %r: %s", spec, exc)
+                self._scorer_errors[spec] = f"no scorer: {exc}"
+                for i in idx:
+                    out[i] = (None, self._scorer_errors[spec])
                 continue
-            values = surprisal(scorer, [stories[i]["prompt"] for i in idx], [stories[i]["text"] for i in idx],
+            values = surprisal(scorer, [stories[i]["prompt"] for i in idx], [texts[i] for i in idx],
                                prompt_set=self.prompts)
             for i, v in zip(idx, values):
-                out[i] = v
+                out[i] = (v.values["surprisal"], v.missing.get("surprisal"))
         return out
 
-    def _embed_stories(self, texts: list[str]) -> list[np.ndarray | None]:
-        """Each text's ~250-word chunk embeddings (the unit the reference is embedded in), one
-        encoder call for the whole chunk of stories; None for empty texts."""
-        pieces = [chunk_words(t) if t else [] for t in texts]
-        flat = [p for ps in pieces for p in ps]
-        if not flat or not self._embedding_ok:
-            return [None] * len(texts)
-        try:
-            vectors = self.embedder.encode(flat)
-        except (FileNotFoundError, OSError) as exc:
-            log.warning("embedding metrics unavailable: cannot load embedder %s (%s)", self.cfg.embedder, exc)
-            self._embedding_ok = False
-            return [None] * len(texts)
-        out, at = [], 0
-        for ps in pieces:
-            out.append(vectors[at:at + len(ps)] if ps else None)
-            at += len(ps)
-        return out
-
-    def _homogenization(self, stories: list[dict], emb: list[np.ndarray | None]) -> list[float | None]:
+    def _homogenization(self, stories: list[dict], chunks: list[Chunks]) -> list[tuple[float | None, str | None]]:
         """Mean pairwise cosine of a prompt group's final stories, the same value on each story."""
         members: dict[tuple[str, str], list[int]] = defaultdict(list)
         for i, s in enumerate(stories):
             members[(s["framework"], s["prompt_id"])].append(i)
-        out: list[float | None] = [None] * len(stories)
+        out: list[tuple[float | None, str | None]] = [(None, None)] * len(stories)
         for idx in members.values():
-            vecs = [_story_vector(emb[i]) for i in idx if emb[i] is not None]
-            value = mean_pairwise_similarity(np.stack(vecs)) if len(vecs) >= 2 else None
+            value = group_similarity([chunks[i].story_vector for i in idx])
             for i in idx:
                 out[i] = value
-        return out
-
-    def _reference_metrics(self, texts: list[str], emb: list[np.ndarray | None]) -> list[dict]:
-        empty = {"kl": None, "novelty_cos": None, "volume_gain": None}
-        if self.reference is None:
-            return [dict(empty) for _ in texts]
-        have = [i for i, e in enumerate(emb) if e is not None]
-        gains = self._volume.batch([emb[i] for i in have]) if have else []
-        out = [dict(empty) for _ in texts]
-        for i, gain in zip(have, gains):
-            out[i] = {"kl": unigram_kl(texts[i], self._unigrams, alpha=self.cfg.kl_alpha),
-                      "novelty_cos": self._novelty(emb[i]), "volume_gain": float(gain)}
         return out
 
     # --- provenance -------------------------------------------------------------------------------
 
     def _write_manifest(self, stories: list[dict]) -> None:
-        ref = self.reference
         extra = {
             "inputs": {p: _file_sha256(p) for p in self.cfg.stories},
             "n_stories": len(stories),
             "judge_backend": None if self.cfg.no_judge else self.judge.model.backend.describe(),
-            "surprisal_template": WRITER_TEMPLATE,
-            "reference": None if ref is None else {"directory": str(ref.directory), "embedder": ref.embedder_name,
-                                                   "chunk_size": ref.chunk_size, "n_chunks": len(ref.chunk_ids)},
+            "surprisal_context": "PromptSet.writer_messages (template single_write)",
+            "provenance": self.provenance(),
         }
         templates = {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
         write_manifest(self.out, kind="evaluation", config=asdict(self.cfg), seed=self.cfg.seed,
                        templates=templates, extra=extra)
-
-
-def _story_vector(chunks: np.ndarray) -> np.ndarray:
-    """One vector per story: the mean of its chunk embeddings (a ~300-word story is one chunk)."""
-    return chunks.mean(axis=0)
-
-
-def _draft_similarity(draft: np.ndarray | None, final: np.ndarray | None) -> float | None:
-    if draft is None or final is None:
-        return None
-    value = float(draft_to_final_similarity(_story_vector(draft)[None], _story_vector(final)[None])[0])
-    return value if math.isfinite(value) else None
 
 
 def _prompt_groups(stories: list[dict]) -> list[list[dict]]:
@@ -318,6 +289,28 @@ def _check_resumable(out: Path, cfg: EvalConfig) -> None:
                              "use another --out to start a new one")
 
 
+def _check_provenance(out: Path, now: dict) -> None:
+    """Refuse to add scores made with another rubric, judge or reference corpus to an evaluation
+    (the settings can be equal while the files behind them changed)."""
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        return
+    old = json.loads(manifest.read_text(encoding="utf-8")).get("provenance")
+    if old is None:
+        return
+    for key in ("judge", "scorer", "reference"):
+        if old.get(key) != now.get(key):
+            raise UsageError(f"{out} holds scores made with another {key} ({_diff(old.get(key), now.get(key))}); "
+                             "use another --out to start a new evaluation")
+
+
+def _diff(old: object, new: object) -> str:
+    if isinstance(old, dict) and isinstance(new, dict):
+        for k in sorted(set(old) | set(new)):
+            if old.get(k) != new.get(k):
+                return f"{k}: {old.get(k)!r} then, {new.get(k)!r} now"
+    return f"{old!r} then, {new!r} now"
+
+
 def _file_sha256(path: str) -> str:
     return sha256_text(Path(path).read_text(encoding="utf-8"))
-

@@ -27,10 +27,16 @@ _MAX_BLOCK_VALUES = 2_000_000
 
 @dataclass(frozen=True)
 class Summary:
-    """Mean, sample standard deviation (ddof=1; None below 2 values) and count; mean None if empty."""
+    """Mean, sample standard deviation (ddof=1), standard error of the mean (std / sqrt(n)) and
+    count; std and se are None below 2 values, mean None if empty.
+
+    Both spreads are kept because they answer different questions: std how much stories vary,
+    se how precisely the mean is known (papers' "±" is often the latter, unlabelled).
+    """
 
     mean: float | None
     std: float | None
+    se: float | None
     n: int
 
 
@@ -47,12 +53,13 @@ class PairedTest:
 
 
 def summarize(values: Sequence[float]) -> Summary:
-    """Mean ± std of `values`, with their count."""
-    x = np.asarray(values, dtype=np.float64)
+    """Mean, std and standard error of `values` (non-finite values dropped), with their count."""
+    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
     if x.size == 0:
-        return Summary(None, None, 0)
+        return Summary(None, None, None, 0)
     std = float(np.std(x, ddof=1)) if x.size >= 2 else None
-    return Summary(float(np.mean(x)), std, int(x.size))
+    se = std / math.sqrt(x.size) if std is not None else None
+    return Summary(float(np.mean(x)), std, se, int(x.size))
 
 
 def paired_bootstrap_ci(

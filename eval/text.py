@@ -90,3 +90,30 @@ def strip_gutenberg(text: str) -> str:
     while credit := _CREDIT_PARAGRAPH.match(body):
         body = body[credit.end() :].strip()
     return body
+
+
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]")
+# A Python string holds code points: json.loads joins valid surrogate pairs, so any surrogate
+# left in a string is a lone half.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def sanitize(text: str) -> tuple[str, list[str]]:
+    """Text every model and encoder can take, and what had to change to get it.
+
+    NUL and other control bytes (tab and newlines excepted) are removed: C tokenizers and servers
+    treat NUL as the end of a string. Lone surrogates (invalid UTF-16 halves that JSON can carry)
+    become U+FFFD: they cannot be encoded as UTF-8, so hashing, tokenizing or writing them fails.
+
+    Returns:
+        (clean text, notes): one note per kind of change, e.g. "removed 2 control characters";
+        no notes when the text was already clean.
+    """
+    notes = []
+    fixed, n = _SURROGATE.subn("\ufffd", text)
+    if n:
+        notes.append(f"replaced {n} invalid surrogate(s)")
+    stripped, n = _CONTROL.subn("", fixed)
+    if n:
+        notes.append(f"removed {n} control character(s)")
+    return stripped, notes

@@ -3,7 +3,9 @@
     python -m generate --framework review --model smollm2-135m-instruct --dataset default \
         --limit 5 --max-new-tokens 400 --out runs/review
 
-Re-running the same command resumes: finished prompts are skipped.
+Re-running the same command resumes: finished prompts are skipped. A prompt whose reply stayed
+blank after the re-asks fails (exit code 1, reasons in <out>/failed.jsonl); re-running the same
+command retries it with new seeds.
 """
 
 from __future__ import annotations
@@ -25,7 +27,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     add_dataclass_args(parser, RunConfig)
     args = vars(parser.parse_args(argv))
     cfg = build_config(RunConfig, args.pop("config"), args)
-    path = Runner(cfg).run()
+    path = Runner(cfg).run()  # failed prompts raise PromptsFailed: exit 1 with one line
     log.info("stories: %s", path)
     return 0
 

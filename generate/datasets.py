@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generate.common.errors import UsageError
+from generate.common.manifest import sha256_bytes
 from generate.common.paths import CONFIG_DIR, cache_dir
 
 log = logging.getLogger(__name__)
@@ -120,11 +121,20 @@ def spread_over_aspects(tasks: list[Task], n: int | None) -> list[Task]:
     return order if n is None else order[:n]
 
 
-def load_dataset(spec: str | Path) -> list[Task]:
-    """Load a dataset by name (`default`, `scifi100`) or path (.json SciFi format, .jsonl)."""
+def dataset_path(spec: str | Path) -> Path:
+    """The file a dataset name (`default`, `scifi100`) or path stands for."""
     spec_str = str(spec)
     if spec_str == "scifi100":
-        return load_file(resolve_scifi100())
-    if spec_str in NAMED:
-        return load_file(NAMED[spec_str])
-    return load_file(Path(spec_str))
+        return resolve_scifi100()
+    return NAMED.get(spec_str, Path(spec_str))
+
+
+def load_dataset(spec: str | Path) -> list[Task]:
+    """Load a dataset by name (`default`, `scifi100`) or path (.json SciFi format, .jsonl)."""
+    return load_file(dataset_path(spec))
+
+
+def dataset_sha256(spec: str | Path) -> str:
+    """SHA-256 of the dataset file's bytes (for a name, of the file it resolves to): what a
+    comparison checks to know two runs were given the same prompts."""
+    return sha256_bytes(dataset_path(spec).read_bytes())

@@ -1,17 +1,24 @@
-"""Call journal: every finished model call of a run, keyed by a hash of the full request.
+"""A run's append-only records: the call journal and the log of failed prompts.
 
+Call journal: every finished model call of a run, keyed by a hash of the full request.
 Re-running a run replays journaled calls instead of recomputing them. Because per-call seeds
 are derived from the run seed and the call's place in the protocol, a resumed run rebuilds the
 same requests, hits the journal, and continues exactly where the crash stopped it.
+
+Failure log (`failed.jsonl`): one line per failed attempt of a prompt (a reply still blank after
+the re-asks). A prompt's next attempt draws new seeds from its attempt number, since replaying
+the journal would otherwise return the same blank forever.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
-from generate.backends import ChatRequest, Completion
+from generate.backends import ChatRequest, Completion, Model, TokenLogprob
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
 
 
@@ -27,6 +34,21 @@ def derive_seed(*parts: object) -> int:
     return int(digest[:8], 16) & 0x7FFFFFFF
 
 
+def call_seed(run_seed: int, prompt_id: str, step: int, call: int, *, attempt: int = 0, reask: int = 0) -> int:
+    """The seed of the `call`-th call of a prompt's `step`-th phase.
+
+    Attempt 0 without re-asks keeps the derivation the first journals were written with, so they
+    stay valid; a retried prompt (`attempt` k) and a re-asked blank reply (`reask` r) get fresh
+    seeds, which also makes them new journal keys.
+    """
+    parts: list[object] = [run_seed, prompt_id, step, call]
+    if attempt:
+        parts.append(f"attempt-{attempt}")
+    if reask:
+        parts.append(f"reask-{reask}")
+    return derive_seed(*parts)
+
+
 class Journal:
     def __init__(self, path: str | Path):
         self.path = Path(path)
@@ -37,11 +59,56 @@ class Journal:
         row = self._done.get(key)
         if row is None:
             return None
+        logprobs = row.get("logprobs")
         return Completion(text=row["text"], prompt_tokens=row["prompt_tokens"],
-                          completion_tokens=row["completion_tokens"], finish_reason=row.get("finish_reason"))
+                          completion_tokens=row["completion_tokens"], finish_reason=row.get("finish_reason"),
+                          logprobs=None if logprobs is None else [TokenLogprob(*t) for t in logprobs])
 
     def add(self, keys: list[str], completions: list[Completion]) -> None:
-        rows = [{"key": k, "text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
-                 "finish_reason": c.finish_reason} for k, c in zip(keys, completions)]
+        # A request refused by the backend (`error`, e.g. too long for the context) is no result:
+        # it is not journaled, so a later run asks again.
+        rows = [_row(k, c) for k, c in zip(keys, completions) if c.error is None]
         append_jsonl(self.path, rows)
         self._done.update({r["key"]: r for r in rows})
+
+    def complete(self, model: Model, spec: str, requests: list[ChatRequest], desc: str | None = None) -> list[Completion]:
+        """Every request's completion: replayed from the journal when it is there, else asked of
+        `model` in one batch and journaled as each engine call returns (a crash loses only the
+        calls in flight). `spec` is the model's name in the request keys."""
+        keys = [request_key(spec, r) for r in requests]
+        results: list[Completion | None] = [self.get(k) for k in keys]
+        missing = [i for i, r in enumerate(results) if r is None]
+        if missing:
+            def save(idx: list[int], outs: list[Completion]) -> None:
+                self.add([keys[missing[i]] for i in idx], outs)
+
+            outs = model.generate([requests[i] for i in missing], desc=desc, on_done=save)
+            for i, out in zip(missing, outs):
+                results[i] = out
+        return results  # type: ignore[return-value]
+
+
+def _row(key: str, c: Completion) -> dict[str, Any]:
+    row = {"key": key, "text": c.text, "prompt_tokens": c.prompt_tokens, "completion_tokens": c.completion_tokens,
+           "finish_reason": c.finish_reason}
+    if c.logprobs is not None:  # verdicts read from digit probabilities must replay with them
+        row["logprobs"] = [[t.token, t.logprob, t.top] for t in c.logprobs]
+    return row
+
+
+class FailureLog:
+    """`failed.jsonl`: why each failed attempt of a prompt failed. Append-only: the number of a
+    prompt's lines is the number of its next attempt."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        repair_jsonl(self.path)
+        self._attempts = Counter(r["prompt_id"] for r in read_jsonl(self.path))
+
+    def attempt(self, prompt_id: str) -> int:
+        """The attempt number the prompt runs with now (0 if it never failed)."""
+        return self._attempts[prompt_id]
+
+    def add(self, record: dict[str, Any]) -> None:
+        append_jsonl(self.path, record)
+        self._attempts[record["prompt_id"]] += 1

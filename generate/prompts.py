@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from generate.common.errors import UsageError
 from generate.common.config import load_yaml
+from generate.common.errors import UsageError
 from generate.common.paths import CONFIG_DIR
 
 DEFAULT_TEMPLATES = CONFIG_DIR / "prompts" / "frameworks.yaml"

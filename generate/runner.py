@@ -3,10 +3,16 @@ of one phase, across every prompt and agent of a chunk, go to the backend as one
 
 Runs are append-only and resumable: finished prompts are skipped, finished calls are replayed
 from the journal, so a crash loses at most the calls that were in flight.
+
+No reply reaches a story, a reviewer or a reviser blank: the runner cleans every reply (clean.py)
+and re-asks a blank one with new seeds. A reply still blank after the re-asks fails its prompt:
+its protocol is abandoned, nothing of it is written to stories.jsonl, the reason goes to
+failed.jsonl, and a re-run retries it with seeds drawn from its attempt number.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -16,19 +22,23 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from generate.backends import ChatRequest, Completion, Model, SamplingParams, backend_options, load_model
-from generate.common.errors import UsageError
-from generate.datasets import Task, load_dataset, spread_over_aspects
-from generate.frameworks import Settings, Step, get_framework
-from generate.journal import Journal, derive_seed, request_key
+from generate.clean import clean_reply
+from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
-from generate.common.manifest import write_manifest
+from generate.common.manifest import sha256_text, write_manifest
+from generate.datasets import Task, dataset_sha256, load_dataset, spread_over_aspects
+from generate.frameworks import Call, Settings, Step, get_framework
+from generate.journal import FailureLog, Journal, call_seed
+from generate.phases import drive
 from generate.prompts import PromptSet, load_prompts
 
 log = logging.getLogger(__name__)
 
 # Settings that change what a run produces: resuming with different values would mix two runs.
-RESULT_KEYS = ("framework", "model", "dataset", "agents", "rounds", "review_sees", "max_new_tokens",
+RESULT_KEYS = ("framework", "model", "dataset", "agents", "rounds", "review_variant", "max_new_tokens",
                "temperature", "top_p", "seed", "templates", "personas")
+# Manifests written before `review_variant` existed name the same choice `review_sees`.
+LEGACY_REVIEW_SEES = {"latest": "public_code", "first": "paper"}
 
 
 @dataclass
@@ -40,7 +50,8 @@ class RunConfig:
     limit: int | None = field(default=None, metadata={"help": "N prompts only, taken across aspects in turn"})
     agents: int = 3
     rounds: int = 3
-    review_sees: str = field(default="latest", metadata={"help": "Review: peers' latest or first draft"})
+    review_variant: str = field(default="paper", metadata={
+        "help": "Review: paper (reviewers only read peers' initial drafts) | public_code (peers' latest drafts)"})
     max_new_tokens: int = 400
     temperature: float = 0.9
     top_p: float = 0.9
@@ -72,6 +83,16 @@ class Usage:
         self.completion_tokens += c.completion_tokens
 
 
+def total_usage(by_agent: dict[str, Usage]) -> Usage:
+    """A prompt's whole cost: every agent's calls, a teacher's included."""
+    total = Usage()
+    for u in by_agent.values():
+        total.calls += u.calls
+        total.prompt_tokens += u.prompt_tokens
+        total.completion_tokens += u.completion_tokens
+    return total
+
+
 def finished_prompts(path: Path) -> set[str]:
     """Prompts whose stories are all on disk; a partial group (torn write) is dropped first."""
     repair_jsonl(path)
@@ -86,31 +107,85 @@ def finished_prompts(path: Path) -> set[str]:
     return complete
 
 
-def check_resumable(out: Path, cfg: RunConfig) -> None:
+def result_settings(config: dict) -> dict:
+    """The settings of a run config (as written in manifests) that change what the run produces."""
+    out = {k: config[k] for k in RESULT_KEYS if k in config}
+    if "review_variant" not in config and config.get("review_sees") in LEGACY_REVIEW_SEES:
+        out["review_variant"] = LEGACY_REVIEW_SEES[config["review_sees"]]
+    if out.get("framework") != "review":
+        out.pop("review_variant", None)  # no other framework has reviewers
+    return out
+
+
+def check_resumable(out: Path, cfg: RunConfig, texts: dict[str, dict[str, str]] | None = None) -> None:
+    """Refuse to add to `out` a run whose results would differ from what it holds: other settings,
+    or another text behind a name it used. `texts`: manifest field -> {name: SHA-256}, e.g.
+    `{"prompts": {prompt_id: hash}, "template_sha256": {template: hash}}`."""
     manifest = out / "manifest.json"
     if not manifest.exists():
         return
-    import json
-
-    old = json.loads(manifest.read_text()).get("config", {})
-    diff = [k for k in RESULT_KEYS if k in old and old[k] != getattr(cfg, k)]
+    data = json.loads(manifest.read_text())
+    old, new = result_settings(data.get("config", {})), result_settings(asdict(cfg))
+    diff = [k for k in RESULT_KEYS if k in old and k in new and old[k] != new[k]]
     if diff:
         k = diff[0]
-        raise UsageError(f"{out} holds a run made with {k}={old[k]!r} (now {getattr(cfg, k)!r}); "
+        raise UsageError(f"{out} holds a run made with {k}={old[k]!r} (now {new[k]!r}); "
                          "use another --out to start a new run")
+    for field_name, hashes in (texts or {}).items():
+        before = data.get(field_name) or {}
+        changed = sorted(name for name, h in hashes.items() if before.get(name, h) != h)
+        if changed:
+            raise UsageError(f"{out} holds a run made with another text for {', '.join(changed)} ({field_name}); "
+                             "use another --out to start a new run")
+
+
+class PromptsFailed(PartialFailure):
+    """Raised by `Runner.run` after everything else was written: some prompts have no stories.
+
+    Nobody can overlook it: a command line exits 1 with one line, and a script that runs several
+    generations catches it, goes on and reports every failure at the end (`stories` is the file
+    holding the prompts that did finish).
+    """
+
+    def __init__(self, stories: Path, failed: dict[str, str], failed_path: Path):
+        self.stories, self.failed = stories, dict(failed)
+        super().__init__(f"{len(failed)} prompt(s) failed: {', '.join(failed)} (reasons in {failed_path}); "
+                         "re-run the same command to retry them")
+
+
+def run_collecting(runner: Runner, failed: dict[str, dict[str, str]]) -> Path:
+    """Run, and on failed prompts record them under the run directory in `failed` and go on
+    (scripts that chain several runs report all failures at the end with `raise_failures`)."""
+    try:
+        return runner.run()
+    except PromptsFailed as exc:
+        failed[str(runner.out)] = exc.failed
+        return exc.stories
+
+
+def raise_failures(failed: dict[str, dict[str, str]]) -> None:
+    """One `PartialFailure` naming every run's failed prompts, if any failed."""
+    if failed:
+        shown = "; ".join(f"{run}: {', '.join(sorted(ids))}" for run, ids in failed.items())
+        raise PartialFailure(f"prompt(s) failed ({shown}); reasons in each run's failed.jsonl, re-run the same "
+                             "command to retry them")
 
 
 class Runner:
     def __init__(self, cfg: RunConfig, model: Model | None = None):
         self.cfg = cfg
         self.framework = get_framework(cfg.framework)
-        self.settings = Settings(cfg.agents, cfg.rounds, cfg.review_sees)
+        self.settings = Settings(cfg.agents, cfg.rounds, cfg.review_variant)
         self.prompts: PromptSet = load_prompts(cfg.templates, cfg.personas)
         self.params = SamplingParams(cfg.max_new_tokens, cfg.temperature, cfg.top_p)
         tasks = load_dataset(cfg.dataset)
         # Datasets list prompts aspect by aspect: a small subset should span aspects, not exhaust one.
         self.tasks = spread_over_aspects(tasks, cfg.limit) if cfg.limit else tasks
+        self.dataset_sha256 = dataset_sha256(cfg.dataset)
+        self.prompt_sha256 = {t.id: sha256_text(t.prompt) for t in self.tasks}
         self.out = Path(cfg.out)
+        self.failed_path = self.out / "failed.jsonl"
+        self.failed: dict[str, str] = {}  # prompt id -> reason, for prompts that failed in this invocation
         self._model = model
 
     @property
@@ -120,7 +195,15 @@ class Runner:
         return self._model
 
     def run(self) -> Path:
-        check_resumable(self.out, self.cfg)
+        """Generate every unfinished prompt; returns the stories file.
+
+        Raises:
+            PromptsFailed: after the run, when prompts failed (a reply still blank after the
+                re-asks, a request the backend refused); they are in `self.failed` and
+                failed.jsonl, not in the stories.
+        """
+        check_resumable(self.out, self.cfg, {"prompts": self.prompt_sha256, "template_sha256": {
+            name: sha256_text(text) for name, text in self.prompts.texts().items()}})
         self.out.mkdir(parents=True, exist_ok=True)
         stories = self.out / "stories.jsonl"
         done = finished_prompts(stories)
@@ -130,72 +213,107 @@ class Runner:
         write_manifest(self.out, kind="generation", config=asdict(self.cfg), seed=self.cfg.seed,
                        templates=self.prompts.texts(),
                        extra={"backend": self.model.backend.describe() if todo else None,
-                              "n_prompts": len(self.tasks)})
-        journal = Journal(self.out / "calls.jsonl")
+                              "n_prompts": len(self.tasks), "dataset_sha256": self.dataset_sha256,
+                              "prompts": self.prompt_sha256})
+        journal, failures = Journal(self.out / "calls.jsonl"), FailureLog(self.failed_path)
+        self.failed = {}
         size = max(1, self.cfg.chunk_prompts)
         for start in tqdm(range(0, len(todo), size), desc=f"{self.cfg.framework} prompts", unit="chunk",
                           disable=len(todo) <= size):
             chunk = todo[start:start + size]
-            append_jsonl(stories, self._run_chunk(chunk, journal))
+            append_jsonl(stories, self._run_chunk(chunk, journal, failures))
+        if self.failed:
+            log.warning("%d prompt(s) failed (reasons in %s): %s", len(self.failed), self.failed_path,
+                        "; ".join(f"{pid}: {why}" for pid, why in self.failed.items()))
+            raise PromptsFailed(stories, self.failed, self.failed_path)
         return stories
 
-    def _run_chunk(self, chunk: list[Task], journal: Journal) -> list[dict]:
+    def _run_chunk(self, chunk: list[Task], journal: Journal, failures: FailureLog) -> list[dict]:
         t0 = time.perf_counter()
+        attempt = {t.id: failures.attempt(t.id) for t in chunk}
         gens = {t.id: self.framework(t, self.prompts, self.settings) for t in chunk}
-        steps: dict[str, Step] = {tid: next(g) for tid, g in gens.items()}
         step_no = dict.fromkeys(gens, 0)
         usage: dict[str, dict[str, Usage]] = {tid: defaultdict(Usage) for tid in gens}
-        finals: dict[str, list] = {}
-        while steps:
+
+        def answer(steps: dict[str, Step]) -> dict[str, list[str]]:
             phase = Counter(s.phase for s in steps.values()).most_common(1)[0][0]
-            owners, requests = [], []
-            for tid, step in steps.items():
-                for ci, call in enumerate(step.calls):
-                    seed = derive_seed(self.cfg.seed, tid, step_no[tid], ci)
-                    requests.append(ChatRequest(call.messages, self.params, seed=seed))
-                    owners.append(tid)
-            completions = self._complete(requests, journal, phase)
-            replies: dict[str, list[str]] = defaultdict(list)
-            for tid, comp in zip(owners, completions):
-                call = steps[tid].calls[len(replies[tid])]
-                usage[tid][call.agent].add(comp)
-                replies[tid].append(comp.text)
-            for tid in list(steps):
+            calls = [(tid, ci, call) for tid, step in steps.items() for ci, call in enumerate(step.calls)]
+            replies, blanks = self._ask(calls, step_no, attempt, journal, phase, usage)
+            for tid in blanks:  # a prompt with a reply still blank is abandoned: drive drops it
+                self._fail(tid, attempt[tid], steps[tid].phase, *blanks[tid], total_usage(usage[tid]), failures)
+            for tid in steps:
                 step_no[tid] += 1
-                try:
-                    steps[tid] = gens[tid].send(replies[tid])
-                except StopIteration as stop:
-                    finals[tid] = stop.value
-                    del steps[tid]
+            return {tid: replies[tid] for tid in steps if tid not in blanks}
+
+        finals = drive(gens, answer)
         seconds = (time.perf_counter() - t0) / len(chunk)
-        return [rec for t in chunk for rec in self._records(t, finals[t.id], usage[t.id], seconds)]
+        return [rec for t in chunk if t.id in finals
+                for rec in self._records(t, finals[t.id], usage[t.id], seconds)]
+
+    @property
+    def reasks(self) -> int:
+        """Re-asks of a reply that is blank once cleaned: as many as `Model` gives a raw blank one;
+        none under greedy decoding, which would only repeat itself."""
+        return self.model.policy.empty_retries if self.params.temperature > 0 else 0
+
+    def _ask(self, calls: list[tuple[str, int, Call]], step_no: dict[str, int], attempt: dict[str, int],
+             journal: Journal, phase: str, usage: dict[str, dict[str, Usage]],
+             ) -> tuple[dict[str, list[str]], dict[str, tuple[Call, Completion, int]]]:
+        """Run one phase's calls, re-asking replies that are blank once cleaned.
+
+        Returns the clean replies per prompt, in call order, and for each prompt with a reply
+        still blank after the re-asks: (that call, its last completion, re-asks made)."""
+        texts: list[str] = [""] * len(calls)
+        last: list[Completion] = [Completion(text="")] * len(calls)
+        todo = list(range(len(calls)))
+        for reask in range(self.reasks + 1):
+            requests = [ChatRequest(calls[i][2].messages, self.params, seed=call_seed(
+                self.cfg.seed, calls[i][0], step_no[calls[i][0]], calls[i][1], attempt=attempt[calls[i][0]],
+                reask=reask)) for i in todo]
+            outs = self._complete(requests, journal, phase if not reask else f"{phase} re-ask {reask}")
+            for i, out in zip(todo, outs):
+                tid, _, call = calls[i]
+                usage[tid][call.agent].add(out)
+                texts[i], last[i] = clean_reply(call.role, out.text), out
+            # A request the backend refused (e.g. longer than the context) would be refused again.
+            todo = [i for i in todo if not texts[i] and last[i].error is None]
+            if not todo:
+                break
+            if reask < self.reasks:
+                log.warning("%s: %d repl%s blank after cleaning; asking again with new seeds", phase, len(todo),
+                            "y" if len(todo) == 1 else "ies")
+        replies: dict[str, list[str]] = defaultdict(list)
+        blanks: dict[str, tuple[Call, Completion, int]] = {}
+        for i, (tid, _, call) in enumerate(calls):
+            replies[tid].append(texts[i])
+            if not texts[i] and tid not in blanks:
+                blanks[tid] = (call, last[i], 0 if last[i].error else self.reasks)
+        return replies, blanks
+
+    def _fail(self, tid: str, attempt: int, phase: str, call: Call, last: Completion, reasks: int, spent: Usage,
+              failures: FailureLog) -> None:
+        who = f"{call.agent}'s {call.role}" + (f" of {call.to}" if call.to else "")
+        if last.error:
+            reason = f"{who} in phase {phase} failed: {last.error}"
+        else:
+            reason = f"{who} in phase {phase} was blank after cleaning and {reasks} re-asks"
+        failures.add({"prompt_id": tid, "attempt": attempt, "agent": call.agent, "role": call.role, "to": call.to,
+                      "phase": phase, "reasks": reasks, "reason": reason, "raw": last.text[:500],
+                      "prompt_usage": asdict(spent), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+        self.failed[tid] = reason
+        log.warning("%s: prompt failed (attempt %d): %s", tid, attempt, reason)
 
     def _complete(self, requests: list[ChatRequest], journal: Journal, phase: str) -> list[Completion]:
-        keys = [request_key(self.cfg.model, r) for r in requests]
-        results: list[Completion | None] = [journal.get(k) for k in keys]
-        missing = [i for i, r in enumerate(results) if r is None]
-        if missing:
-            def save(idx: list[int], outs: list[Completion]) -> None:
-                journal.add([keys[missing[i]] for i in idx], outs)
-
-            outs = self.model.generate([requests[i] for i in missing], desc=phase, on_done=save)
-            for i, out in zip(missing, outs):
-                results[i] = out
-        return results  # type: ignore[return-value]
+        return journal.complete(self.model, self.cfg.model, requests, desc=phase)
 
     def _records(self, task: Task, agents: list, usage: dict[str, Usage], seconds: float) -> list[dict]:
-        total = Usage()
-        for u in usage.values():
-            total.calls += u.calls
-            total.prompt_tokens += u.prompt_tokens
-            total.completion_tokens += u.completion_tokens
+        total = total_usage(usage)
         records = []
         for agent in agents:
-            if not agent.story:
-                log.warning("%s/%s: the final story is empty after retries", task.id, agent.name)
             records.append({
                 "story_id": f"{self.cfg.framework}/{task.id}/{agent.name}",
                 "prompt_id": task.id, "aspect": task.aspect, "prompt": task.prompt,
+                "prompt_sha256": self.prompt_sha256[task.id],
                 "framework": self.cfg.framework, "agent": agent.name, "model": self.cfg.model,
                 "text": agent.story, "drafts": agent.drafts[:-1], "feedback": agent.feedback,
                 "usage": asdict(usage.get(agent.name, Usage())), "prompt_usage": asdict(total),

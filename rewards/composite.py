@@ -1,9 +1,10 @@
 """Score a batch with a recipe's rewards outside the trainer, combined exactly as trl combines them.
 
 Used by the held-out evaluation (`scripts/heldout_reward.py`) and the trainer's start-up check, so
-"the same composite reward" means the same callables and the same weighted, None-skipping sum:
-trl turns None into NaN and takes `nansum(weights * rewards)` per completion (a completion that
-every reward skipped has no total).
+"the same composite reward" means the same callables, the same treatment of failed values (each
+filled with its prompt group's mean, `rewards.groups.fill_group_means`, as our trainer does) and
+the same weighted, None-skipping sum: trl turns None into NaN and takes
+`nansum(weights * rewards)` per completion (a completion that every reward skipped has no total).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from rewards.groups import fill_group_means, group_keys
 from rewards.registry import RewardFunc
 
 Values = list[float | None]
@@ -35,7 +37,7 @@ def score_batch(funcs: Sequence[RewardFunc], prompts: list[Any], completions: li
     (as trl does, so the judge reward and the gated rewards share one judge call).
 
     Returns:
-        ({reward name: values}, weighted totals); weights default to 1 for every reward.
+        ({reward name: values after filling failures}, weighted totals); weights default to 1.
     """
     weights = list(weights) if weights is not None else [1.0] * len(funcs)
     if len(weights) != len(funcs):
@@ -54,5 +56,6 @@ def score_batch(funcs: Sequence[RewardFunc], prompts: list[Any], completions: li
     if pending:
         for func, out in zip(pending, asyncio.run(run_async())):
             values[func.__name__] = list(out)
-    ordered = {f.__name__: values[f.__name__] for f in funcs}
+    groups = group_keys(prompts, columns.get("prompt_id"))
+    ordered = {f.__name__: fill_group_means(values[f.__name__], groups)[0] for f in funcs}
     return ordered, weighted_total(ordered, weights)

@@ -9,7 +9,7 @@ continuous version, the mean cosine dissimilarity to the siblings:
 
 so identical siblings score 0 and a story's score rises with its distance from every sibling.
 Averaged over a group it equals 1 - `eval.metrics.mean_pairwise_similarity`, the evaluation's
-homogenization metric.
+homogenization metric, on the same story vectors (`eval.metrics.story.Chunks.story_vector`).
 
 Grouping under trl's batching: trl 1.16's `RepeatSampler` repeats each prompt `num_generations`
 times consecutively, and each process receives a contiguous slice of the global generation batch;
@@ -28,9 +28,11 @@ from collections import defaultdict
 import numpy as np
 
 from eval.embed import DEFAULT_EMBEDDER
-from rewards.embedding import story_embeddings
+from eval.metrics.story import DEFAULT_CHUNK_SIZE
+from rewards.context import RewardContext
+from rewards.groups import gather_across_processes, group_keys
 from rewards.registry import reward
-from rewards.text import completion_texts, group_keys
+from rewards.text import completion_texts
 
 
 def sibling_dissimilarity(keys: list[str], vectors: list[np.ndarray | None]) -> list[float | None]:
@@ -55,24 +57,11 @@ def sibling_dissimilarity(keys: list[str], vectors: list[np.ndarray | None]) -> 
     return out
 
 
-def gather_across_processes(keys: list[str], vectors: list[np.ndarray | None]) -> tuple[list, list, int]:
-    """All processes' (keys, vectors) in process order, and where this process's slice starts."""
-    from accelerate import PartialState
-    from accelerate.utils import gather_object
-
-    state = PartialState()
-    if state.num_processes == 1:
-        return keys, vectors, 0
-    sizes = gather_object([len(keys)])
-    pairs = gather_object(list(zip(keys, vectors)))
-    offset = sum(sizes[:state.process_index])
-    return [k for k, _ in pairs], [v for _, v in pairs], offset
-
-
 @reward("group_diversity", novelty=True)
-def group_diversity(prompts, completions, *, embedder: str = DEFAULT_EMBEDDER, **columns) -> list[float | None]:
+def group_diversity(prompts, completions, *, context: RewardContext, embedder: str = DEFAULT_EMBEDDER,
+                    chunk_size: int = DEFAULT_CHUNK_SIZE, **columns) -> list[float | None]:
     """Mean cosine dissimilarity of each completion to its siblings (same `prompt_id`), in [0, 2]."""
     keys = group_keys(prompts, columns.get("prompt_id"))
-    vectors = story_embeddings(completion_texts(completions), embedder)
+    vectors = [c.story_vector for c in context.chunks(completion_texts(completions), embedder, chunk_size)]
     all_keys, all_vectors, offset = gather_across_processes(keys, vectors)
     return sibling_dissimilarity(all_keys, all_vectors)[offset:offset + len(keys)]

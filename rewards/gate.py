@@ -1,29 +1,43 @@
-"""Quality gate: novelty counts only in proportion to the judge's quality score.
+"""Quality gate: novelty counts only as much as the judge's quality score allows.
 
 Novelty metrics are easy to hack with gibberish: random rare words maximise KL, novelty and
-volume. In gated mode every novelty-type reward r becomes q * r, where q in [0, 1] is the judge's
-quality score of the same completion, so an unreadable story (q near 0) earns no novelty credit.
-The gated reward is logged as `gated_<name>`; the ungated batch mean goes to trl's metrics as
-`ungated/<name>` so that hacking (raw novelty up, quality down) stays visible.
+volume. In gated mode every novelty-type reward r becomes
+
+    g(q, r) = r - (1 - q) |r|        (q in [0, 1]: the judge's quality of the same completion)
+
+so at full quality the novelty counts in full, and a lower quality always lowers the reward: a
+positive novelty is scaled down (q r), a negative one (volume gain is negative for stories near
+the reference mean) is pushed further down ((2 - q) r). A plain product q r would do the
+opposite for negative r (q = 0.1 would beat q = 0.9); g never decreases when quality rises, for
+any r, and never decreases when r rises, for any q. The gated reward is logged as `gated_<name>`;
+the ungated batch mean goes to trl's metrics as `ungated/<name>`, so hacking (raw novelty up,
+quality down) stays visible.
 """
 
 from __future__ import annotations
 
 import inspect
 import math
-
-from rewards.registry import RewardFunc
+from collections.abc import Callable
+from typing import Any
 
 GATES = ("none", "judge")
+RewardFunc = Callable[..., Any]
+
+
+def gate_value(quality: float, value: float) -> float:
+    """g(q, r) = r - (1 - q)|r|: non-decreasing in q for every r (see the module docstring)."""
+    return value - (1.0 - quality) * abs(value)
 
 
 def gate_values(quality: list[float | None], values: list[float | None]) -> list[float | None]:
-    """q * r per completion; None where either is missing (no judge score: no gated reward)."""
-    return [q * r if q is not None and r is not None else None for q, r in zip(quality, values, strict=True)]
+    """g(q, r) per completion; None where either is missing (no judge score: no gated reward)."""
+    return [gate_value(q, r) if q is not None and r is not None else None
+            for q, r in zip(quality, values, strict=True)]
 
 
 def gated(func: RewardFunc, judge_func: RewardFunc) -> RewardFunc:
-    """An async reward named `gated_<name>` computing judge quality x `func`.
+    """An async reward named `gated_<name>` computing g(judge quality, `func`).
 
     Args:
         func: a bound reward (see `rewards.registry.bind`), sync or async.
@@ -44,5 +58,5 @@ def gated(func: RewardFunc, judge_func: RewardFunc) -> RewardFunc:
         return gate_values(quality, values)
 
     gated_reward.__name__ = gated_reward.__qualname__ = f"gated_{name}"
-    gated_reward.__doc__ = f"Judge quality x {name} (quality-gated novelty)."
+    gated_reward.__doc__ = f"Judge-quality-gated {name}."
     return gated_reward

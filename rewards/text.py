@@ -1,4 +1,4 @@
-"""What the rewards read out of trl's batch: the story text and the group (prompt) it belongs to."""
+"""What the rewards read out of trl's batch: the story text of each completion."""
 
 from __future__ import annotations
 
@@ -23,15 +23,3 @@ def completion_text(completion: Any) -> str:
 
 def completion_texts(completions: list[Any]) -> list[str]:
     return [completion_text(c) for c in completions]
-
-
-def group_keys(prompts: list[Any], prompt_id: list[str] | None = None) -> list[str]:
-    """One key per completion identifying its prompt group.
-
-    The dataset's `prompt_id` column is the reliable key; without it the rendered prompt itself
-    is used (two different rows with identical text then count as one group, which is harmless
-    because their completions answer the same request).
-    """
-    if prompt_id is not None:
-        return [str(k) for k in prompt_id]
-    return [repr(p) for p in prompts]

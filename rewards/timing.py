@@ -1,7 +1,9 @@
-"""Wall-clock intervals of reward computations, per process, for the reward-time callback.
+"""Wall-clock intervals of reward computations, for the reward-time callback.
 
 Async rewards (the judge, gated rewards) run concurrently, so summing their durations would
-overstate the time they cost; we keep (start, end) intervals and report the length of their union.
+overstate the time they cost; a `Timer` keeps (start, end) intervals and the callback reports the
+length of their union. The timer belongs to a `RewardContext` (no module state): the trainer's
+callback reads the same timer its rewards write to.
 """
 
 from __future__ import annotations
@@ -11,28 +13,31 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
-_lock = threading.Lock()  # trl runs async rewards on its own event-loop thread
-_intervals: list[tuple[str, float, float]] = []
 
+class Timer:
+    """Thread-safe record of named wall-clock intervals (trl runs async rewards on its own thread)."""
 
-@contextmanager
-def timed(name: str) -> Iterator[None]:
-    """Record the wall-clock interval of the enclosed block under `name`."""
-    start = time.perf_counter()
-    try:
-        yield
-    finally:
-        end = time.perf_counter()
-        with _lock:
-            _intervals.append((name, start, end))
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._intervals: list[tuple[str, float, float]] = []
 
+    @contextmanager
+    def timed(self, name: str) -> Iterator[None]:
+        """Record the wall-clock interval of the enclosed block under `name`."""
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            end = time.perf_counter()
+            with self._lock:
+                self._intervals.append((name, start, end))
 
-def take() -> list[tuple[str, float, float]]:
-    """Every interval recorded since the last call, clearing the record."""
-    with _lock:
-        out = list(_intervals)
-        _intervals.clear()
-    return out
+    def take(self) -> list[tuple[str, float, float]]:
+        """Every interval recorded since the last call, clearing the record."""
+        with self._lock:
+            out = list(self._intervals)
+            self._intervals.clear()
+        return out
 
 
 def union_seconds(intervals: Iterable[tuple[str, float, float]], names: set[str] | None = None) -> float:

@@ -35,8 +35,8 @@ from eval.metrics import CosineNovelty, UnigramReference, VolumeGain, naive_volu
 from eval.reference import ReferenceCorpus, ReferenceUnavailable
 from eval.text import chunk_words
 from generate.backends import load_model
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
+from generate.common.errors import UsageError
 
 _DEFAULT_REFERENCE = Path(__file__).resolve().parents[2] / "shared" / "data" / "scifi-reference" / "texts"
 

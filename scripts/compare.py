@@ -1,46 +1,63 @@
 """Compare evaluated runs with a baseline: paired gains with CIs and p-values, inference cost, verdict.
 
 Each --run is NAME=DIR, DIR a run directory (stories.jsonl + eval/scores.jsonl) or a scores.jsonl
-itself; the run named `base` (else the first) is the baseline. Gains are paired by prompt, with a
-paired bootstrap CI and a Wilcoxon signed-rank test (see `eval.compare` and `eval.stats`).
-Writes comparison.json, comparison.md, gains.png and cost_vs_gain.png to --out and prints the
-Markdown.
+itself; the run named `base` (else the first) is the baseline. Prompts are paired by their text
+(not their id), with a paired bootstrap CI and a Wilcoxon signed-rank test (see `eval.compare` and
+`eval.stats`). Runs that differ in dataset, judge, surprisal scorer or reference corpus are refused
+(exit 2, one line naming the field) unless `--allow-mismatch FIELD` says so. Writes
+comparison.json, comparison.md, gains.png, cost_vs_gain.png and manifest.json to --out and prints
+the Markdown.
 
 Usage:
     python scripts/compare.py --run base=runs/single --run review=runs/review \
         --run tuned=runs/tuned --out runs/compare [--metrics judge_average kl] [--boot 10000]
+    python scripts/compare.py --config compare.yaml             # YAML + command-line overrides
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 
-from eval.compare import DEFAULT_METRICS, compare, load_run, parse_run_spec
+from eval.compare import MISMATCH_FIELDS, compare, load_run, parse_run_spec
 from eval.compare_report import render_markdown, write_outputs
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
+from generate.common.config import parse_config
+from generate.common.errors import UsageError
+from generate.common.manifest import write_manifest
+
+
+@dataclass
+class CompareConfig:
+    run: list[str] = field(default_factory=list, metadata={"help": "NAME=DIR (repeat); base, else the first, is the baseline"})
+    out: str = ""
+    metrics: list[str] = field(default_factory=list, metadata={"help": "default: judge average, aspects, rule metrics"})
+    boot: int = field(default=10_000, metadata={"help": "bootstrap resamples"})
+    seed: int = field(default=0, metadata={"help": "bootstrap seed"})
+    alpha: float = field(default=0.05, metadata={"help": "significance level"})
+    allow_mismatch: list[str] = field(default_factory=list,
+                                      metadata={"help": f"fields the runs may differ in: {', '.join(MISMATCH_FIELDS)}"})
+
+    def __post_init__(self) -> None:
+        if not self.run:
+            raise UsageError("no runs given (--run base=DIR --run other=DIR)")
+        if not self.out:
+            raise UsageError("--out is required")
+        if self.boot < 1:
+            raise UsageError("--boot must be at least 1")
+        if not 0 < self.alpha < 1:
+            raise UsageError("--alpha must be between 0 and 1")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Load the runs, compare them with the baseline, write the outputs and print the Markdown."""
-    parser = argparse.ArgumentParser(prog="python scripts/compare.py", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--run", action="append", required=True, metavar="NAME=DIR",
-                        help="a run to compare (repeat); the one named base, else the first, is the baseline")
-    parser.add_argument("--out", required=True, help="output directory")
-    parser.add_argument("--metrics", nargs="+", default=list(DEFAULT_METRICS), help="default: %(default)s")
-    parser.add_argument("--boot", type=int, default=10_000, help="bootstrap resamples (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0, help="bootstrap seed (default: %(default)s)")
-    parser.add_argument("--alpha", type=float, default=0.05, help="significance level (default: %(default)s)")
-    args = parser.parse_args(argv)
-    if args.boot < 1:
-        raise UsageError("--boot must be at least 1")
-    if not 0 < args.alpha < 1:
-        raise UsageError("--alpha must be between 0 and 1")
-
-    runs = [load_run(*parse_run_spec(spec)) for spec in args.run]
-    comparison = compare(runs, metrics=args.metrics, n_boot=args.boot, seed=args.seed, alpha=args.alpha)
-    write_outputs(comparison, args.out)
+    cfg = parse_config(CompareConfig, argv, prog="python scripts/compare.py", description=__doc__.split("\n\n")[0])
+    runs = [load_run(*parse_run_spec(spec)) for spec in cfg.run]
+    comparison = compare(runs, metrics=cfg.metrics or None, n_boot=cfg.boot, seed=cfg.seed, alpha=cfg.alpha,
+                         allow_mismatch=cfg.allow_mismatch)
+    write_outputs(comparison, cfg.out)
+    write_manifest(cfg.out, kind="comparison", config=asdict(cfg), seed=cfg.seed,
+                   extra={"provenance": comparison["provenance"], "mismatches": comparison["mismatches"]})
     print(render_markdown(comparison))
     return 0
 

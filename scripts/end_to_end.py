@@ -32,15 +32,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from eval.compare import DEFAULT_METRICS, compare, load_run
+from eval.compare import compare, load_run
 from eval.compare_report import write_outputs
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
-from generate.datasets import Task, load_dataset, spread_over_aspects
+from generate.common.errors import UsageError
 from generate.common.paths import REPO_ROOT
-from generate.runner import RunConfig, Runner
+from generate.datasets import Task, load_dataset, spread_over_aspects
+from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 from train.split import load_split, split_tasks
 
 log = logging.getLogger("end_to_end")
@@ -114,11 +114,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     log.info("evaluating on %d prompts (%s) over %d aspects", len(prompts), args.eval_dataset,
              len({t.aspect for t in prompts}))
 
+    failed: dict[str, dict[str, str]] = {}
+
     def generate(name: str, writer: str) -> None:
         framework, _ = RUNS[name]
         start = time.perf_counter()
-        Runner(RunConfig(framework=framework, model=writer, dataset=str(prompts_file), seed=args.seed,
-                         max_new_tokens=args.max_new_tokens, out=str(out / name)), model=load_model(writer)).run()
+        run_collecting(Runner(RunConfig(framework=framework, model=writer, dataset=str(prompts_file), seed=args.seed,
+                                        max_new_tokens=args.max_new_tokens, out=str(out / name)),
+                              model=load_model(writer)), failed)
         timings[f"generate {name}"] = time.perf_counter() - start
 
     for name in ("base", "review"):
@@ -140,10 +143,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         Evaluator(cfg, models={BASE: base_model}).run()
         timings[f"evaluate {name}"] = time.perf_counter() - start
     runs = {name: load_run(name, out / name) for name in RUNS}
-    write_outputs(compare(list(runs.values()), DEFAULT_METRICS, seed=args.seed), out / "compare")
+    write_outputs(compare(list(runs.values()), seed=args.seed), out / "compare")
     # Inside Review, against the base writer in Review: does tuning still help there? (Homogenization,
     # undefined for one story per prompt, is comparable only here.)
-    write_outputs(compare([runs["review"], runs["tuned_review"]], DEFAULT_METRICS, seed=args.seed),
+    write_outputs(compare([runs["review"], runs["tuned_review"]], seed=args.seed),
                   out / "compare_in_review")
     path = out / "story.json"
     previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}  # a resumed story adds up
@@ -151,6 +154,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     story = {"args": vars(args), "eval_prompts": [t.id for t in prompts], "seconds": seconds}
     path.write_text(json.dumps(story, indent=2) + "\n")
     log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(timings.values()))
+    raise_failures(failed)
     return 0
 
 

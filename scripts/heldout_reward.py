@@ -12,7 +12,8 @@ Usage:
     python scripts/heldout_reward.py --config configs/grpo/smollm2_cpu.yaml \
         --split runs/grpo/smollm2_cpu/split.json --samples 8 \
         --model base=smollm2-135m-instruct --model grpo=hf:runs/grpo/smollm2_cpu/merged \
-        --out runs/grpo/smollm2_cpu/heldout.json
+        --out runs/grpo/smollm2_cpu/heldout
+    python scripts/heldout_reward.py --options heldout.yaml --samples 4   # YAML + overrides
 """
 
 from __future__ import annotations
@@ -23,19 +24,21 @@ import json
 import logging
 import math
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
 from trl import GRPOConfig
 
 from generate.backends import ChatRequest, SamplingParams, load_model
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
-from generate.common.config import load_yaml
+from generate.common.config import add_dataclass_args, build_config, load_yaml
+from generate.common.errors import UsageError
+from generate.common.manifest import write_manifest
 from generate.datasets import load_dataset
 from generate.journal import derive_seed
 from generate.prompts import load_prompts
-from rewards import build_rewards
+from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
 from train.args import ScriptArguments
 from train.split import load_split
@@ -96,40 +99,62 @@ def _mean(values: list) -> float:
     return sum(present) / len(present) if present else float("nan")
 
 
+@dataclass
+class HeldoutConfig:
+    config: str = field(default="", metadata={"help": "the GRPO recipe the models were trained with"})
+    split: str = field(default="", metadata={"help": "split.json of the training run (or its directory)"})
+    model: list[str] = field(default_factory=list, metadata={"help": "label=spec (or a spec); first = baseline"})
+    samples: int = field(default=4, metadata={"help": "stories per held-out prompt and model"})
+    out: str | None = field(default=None, metadata={"help": "directory for heldout.json and manifest.json"})
+
+    def __post_init__(self) -> None:
+        if not self.config or not self.split or not self.model:
+            raise UsageError("--config (the GRPO recipe), --split and at least one --model are required")
+        if self.samples < 1:
+            raise UsageError("--samples must be at least 1")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--config", required=True, help="the GRPO recipe the models were trained with")
-    parser.add_argument("--split", required=True, help="split.json of the training run (or its directory)")
-    parser.add_argument("--model", action="append", required=True, help="label=spec (or a spec); first = baseline")
-    parser.add_argument("--samples", type=int, default=4, help="stories per held-out prompt and model")
-    parser.add_argument("--out", help="write stories, values and the table as JSON here")
-    args = parser.parse_args(argv)
-    script, settings = recipe_settings(load_yaml(args.config))
-    split = load_split(args.split)
+    # The GRPO recipe is this script's input, so its own options file is --options (not --config).
+    cfg = parse_options(argv)
+    script, settings = recipe_settings(load_yaml(cfg.config))
+    split = load_split(cfg.split)
     tasks = split.select(load_dataset(split.dataset or script.dataset), "eval")
     if not tasks:
         raise UsageError("the split holds no held-out prompt")
-    funcs = build_rewards(script.reward_funcs, script.reward_options, script.reward_gate)
+    funcs = build_rewards(script.reward_funcs, script.reward_options, script.reward_gate, RewardContext())
     prompt_set = load_prompts()
-    prompts = [prompt_set.writer_messages(t.prompt) for t in tasks for _ in range(args.samples)]
-    columns = {"prompt_id": [t.id for t in tasks for _ in range(args.samples)],
-               "task_prompt": [t.prompt for t in tasks for _ in range(args.samples)]}
+    prompts = [prompt_set.writer_messages(t.prompt) for t in tasks for _ in range(cfg.samples)]
+    columns = {"prompt_id": [t.id for t in tasks for _ in range(cfg.samples)],
+               "task_prompt": [t.prompt for t in tasks for _ in range(cfg.samples)]}
 
     results: dict[str, dict[str, list]] = {}
-    for item in args.model:
+    for item in cfg.model:
         label, _, spec = item.rpartition("=") if "=" in item else (item, "", item)
-        stories = write_stories(spec, tasks, args.samples, settings)
+        stories = write_stories(spec, tasks, cfg.samples, settings)
         completions = [[{"role": "assistant", "content": s}] for s in stories]
         values, totals = score_batch(funcs, prompts, completions, settings["reward_weights"], **columns)
         results[label] = {"spec": spec, "stories": stories, "values": values, "totals": totals}
-    report = table(results, len(tasks), args.samples)
-    print(f"held-out prompts: {len(tasks)} x {args.samples} samples\n{report}")
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps({"config": args.config, "split": args.split, "samples": args.samples,
-                                              "prompt_ids": [t.id for t in tasks], "results": results,
-                                              "table": report}, indent=2) + "\n", encoding="utf-8")
+    report = table(results, len(tasks), cfg.samples)
+    print(f"held-out prompts: {len(tasks)} x {cfg.samples} samples\n{report}")
+    if cfg.out:
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "heldout.json").write_text(json.dumps({"recipe": cfg.config, "split": cfg.split, "samples": cfg.samples,
+                                                      "prompt_ids": [t.id for t in tasks], "results": results,
+                                                      "table": report}, indent=2) + "\n", encoding="utf-8")
+        write_manifest(out, kind="heldout_reward", config=asdict(cfg), seed=settings["seed"],
+                       templates=prompt_set.texts(), extra={"recipe": load_yaml(cfg.config)})
     return 0
+
+
+def parse_options(argv: Sequence[str] | None) -> HeldoutConfig:
+    """`--options FILE` (YAML) plus one flag per `HeldoutConfig` field; `--config` is the recipe."""
+    parser = argparse.ArgumentParser(prog="python scripts/heldout_reward.py", description=__doc__.split("\n")[0])
+    parser.add_argument("--options", help="YAML file of this script's options; flags override it")
+    add_dataclass_args(parser, HeldoutConfig)
+    args = vars(parser.parse_args(argv))
+    return build_config(HeldoutConfig, args.pop("options"), args)
 
 
 if __name__ == "__main__":

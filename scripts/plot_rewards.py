@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from eval.plotting import pyplot
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
+from generate.common.errors import UsageError
 
 log = logging.getLogger("plot_rewards")
 

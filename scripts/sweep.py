@@ -3,6 +3,7 @@ top_p, temperature), generate and evaluate at each value, and plot every metric 
 
     python scripts/sweep.py --framework review --grid rounds=1,2,3 --grid temperature=0.5,0.9,1.2 \
         --limit 4 --max-new-tokens 200 --out runs/sweep
+    python scripts/sweep.py --config my_sweep.yaml               # YAML + command-line overrides
 
 One factor at a time (the others stay at their defaults), as in the paper. Each point is its own
 resumable run directory (`<out>/<setting>=<value>/`), so an interrupted sweep continues; a value
@@ -14,27 +15,48 @@ one PNG per swept setting (means with standard-error bars, tokens per prompt in 
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
 import math
 from collections.abc import Sequence
-from dataclasses import fields
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from eval.compare import inference_cost
+from eval.metrics.catalog import JUDGE, Catalog
 from eval.plotting import pyplot
-from eval.report import LABELS, RULE_METRICS, cell
+from eval.report import CELL_NOTE, cell, read_summary
 from eval.run import EvalConfig, Evaluator
 from generate.backends import load_model
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
+from generate.common.config import parse_config
+from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
-from generate.runner import RunConfig, Runner
+from generate.common.manifest import write_manifest
+from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 
 log = logging.getLogger("sweep")
 SWEEPABLE = {"rounds": int, "agents": int, "top_p": float, "temperature": float}
-JUDGE = ("concepts", "logic", "characters", "world_building", "ethics")
+
+
+@dataclass
+class SweepConfig:
+    grid: list[str] = field(default_factory=list, metadata={"help": "NAME=v1,v2,... (one per swept setting)"})
+    framework: str = "review"
+    model: str = "smollm2-135m-instruct"
+    dataset: str = "default"
+    limit: int | None = field(default=None, metadata={"help": "N prompts, taken across aspects in turn"})
+    max_new_tokens: int = 400
+    judge: str | None = field(default=None, metadata={"help": "judge spec (default: the writer)"})
+    judge_mode: str = "logprob"
+    reference_dir: str | None = None
+    reference_max_chunks: int | None = None
+    seed: int = 0
+    out: str = "runs/sweep"
+
+    def __post_init__(self) -> None:
+        if not self.grid:
+            raise UsageError("nothing to sweep: give --grid NAME=v1,v2,...")
 
 
 def parse_grid(specs: list[str]) -> dict[str, list]:
@@ -54,19 +76,19 @@ def _se(stat: dict | None) -> tuple[float, float]:
     """(mean, standard error) of a summary cell; NaN where undefined, which plots as a gap."""
     if not stat or stat.get("mean") is None:
         return math.nan, math.nan
-    n, sd = stat.get("n") or 0, stat.get("std")
-    return stat["mean"], (sd / math.sqrt(n) if sd is not None and n > 1 else 0.0)
+    return stat["mean"], stat.get("se") or 0.0
 
 
-def plot_axis(name: str, points: list[dict], path: Path) -> None:
+def plot_axis(name: str, points: list[dict], catalog: Catalog, path: Path) -> None:
     plt = pyplot()
     xs = [p["value"] for p in points]
-    panels = [("LLM judge (0-5)", JUDGE), *((LABELS[m], (m,)) for m in RULE_METRICS)]
+    judge = [m for m in catalog.metrics if m.group == JUDGE]
+    panels = [("LLM judge (0-5)", judge), *((m.label, [m]) for m in catalog.metrics if m.group != JUDGE)]
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(3.0 * (len(panels) + 1), 3.0))
     for ax, (title, metrics) in zip(axes, panels):
         for m in metrics:
-            means, errs = zip(*(_se(p["summary"].get(m)) for p in points))
-            ax.errorbar(xs, means, yerr=errs, marker="o", capsize=3, label=LABELS[m])
+            means, errs = zip(*(_se(p["summary"].get(m.key)) for p in points))
+            ax.errorbar(xs, means, yerr=errs, marker="o", capsize=3, label=m.label)
         ax.set_title(title, fontsize=9)
     for ax in axes:
         ax.set_xlabel(name)
@@ -87,56 +109,47 @@ def point_dir(out: Path, name: str, value) -> Path:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--grid", action="append", required=True, help="NAME=v1,v2,... (repeatable)")
-    parser.add_argument("--framework", default="review")
-    parser.add_argument("--model", default="smollm2-135m-instruct")
-    parser.add_argument("--dataset", default="default")
-    parser.add_argument("--limit", type=int, default=None, help="N prompts, taken across aspects in turn")
-    parser.add_argument("--max-new-tokens", type=int, default=400)
-    parser.add_argument("--judge", default=None, help="judge spec (default: the writer)")
-    parser.add_argument("--judge-mode", default="logprob", choices=["logprob", "sample"])
-    parser.add_argument("--reference-dir", default=None)
-    parser.add_argument("--reference-max-chunks", type=int, default=None)
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", default="runs/sweep")
-    args = parser.parse_args(argv)
-    grid = parse_grid(args.grid)
-    out = Path(args.out)
-    model = load_model(args.model)
+    cfg = parse_config(SweepConfig, argv, prog="python scripts/sweep.py", description=__doc__.split("\n")[0])
+    grid = parse_grid(cfg.grid)
+    out = Path(cfg.out)
+    write_manifest(out, kind="sweep", config=asdict(cfg), seed=cfg.seed)
+    model = load_model(cfg.model)
     results: dict[str, list[dict]] = {}
+    catalog = None
+    failed: dict[str, dict[str, str]] = {}
     for name, values in grid.items():
         results[name] = []
         for value in values:
             point = point_dir(out, name, value)
-            cfg = RunConfig(framework=args.framework, model=args.model, dataset=args.dataset, limit=args.limit,
-                            max_new_tokens=args.max_new_tokens, seed=args.seed, out=str(point), **{name: value})
-            stories = Runner(cfg, model=model).run()
-            ecfg = EvalConfig(stories=[str(stories)], out=str(point / "eval"), judge=args.judge or args.model,
-                              judge_mode=args.judge_mode, reference_dir=args.reference_dir,
-                              reference_max_chunks=args.reference_max_chunks, seed=args.seed)
-            Evaluator(ecfg, models={args.model: model}).run()
-            summary = json.loads((point / "eval" / "summary.json").read_text())[args.framework]
+            run = RunConfig(framework=cfg.framework, model=cfg.model, dataset=cfg.dataset, limit=cfg.limit,
+                            max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, out=str(point), **{name: value})
+            stories = run_collecting(Runner(run, model=model), failed)
+            ecfg = EvalConfig(stories=[str(stories)], out=str(point / "eval"), judge=cfg.judge or cfg.model,
+                              judge_mode=cfg.judge_mode, reference_dir=cfg.reference_dir,
+                              reference_max_chunks=cfg.reference_max_chunks, seed=cfg.seed)
+            Evaluator(ecfg, models={cfg.model: model}).run()
+            catalog, by_framework = read_summary(point / "eval" / "summary.json")
             records = list(read_jsonl(stories))
             cost = inference_cost(records, {r["prompt_id"] for r in records})
-            results[name].append({"value": value, "run": str(point), "summary": summary, "cost": cost})
-        plot_axis(name, results[name], out / f"sweep_{name}.png")
-    (out / "sweep.json").write_text(json.dumps(results, indent=2) + "\n")
-    (out / "sweep.md").write_text(render(results, args.framework))
+            results[name].append({"value": value, "run": str(point), "summary": by_framework[cfg.framework],
+                                  "cost": cost})
+        plot_axis(name, results[name], catalog, out / f"sweep_{name}.png")
+    (out / "sweep.json").write_text(json.dumps({"metrics": catalog.to_json(), "axes": results}, indent=2) + "\n")
+    (out / "sweep.md").write_text(render(results, cfg.framework, catalog))
     log.info("sweep written to %s", out)
+    raise_failures(failed)
     return 0
 
 
-def render(results: dict[str, list[dict]], framework: str) -> str:
-    metrics = [*JUDGE, *RULE_METRICS]
+def render(results: dict[str, list[dict]], framework: str, catalog: Catalog) -> str:
     lines = [f"# Ablation sweep: {framework}", "",
-             "Cells: mean ± std over stories (homogenization: over prompts). Cost: mean per prompt over all of "
-             "the framework's calls. Plots: means with standard-error bars.", ""]
+             f"{CELL_NOTE} Cost: mean per prompt over all of the framework's calls. Plots: means with "
+             "standard-error bars.", ""]
     for name, points in results.items():
-        head = [name, *(LABELS[m] for m in metrics), "Calls/prompt", "Tokens/prompt"]
+        head = [name, *(m.label for m in catalog.metrics), "Calls/prompt", "Tokens/prompt"]
         lines += [f"## {name}", "", "| " + " | ".join(head) + " |", "|---:|" + "---:|" * (len(head) - 1)]
         for p in points:
-            cells = [cell(p["summary"].get(m), 2 if m in JUDGE else 3) for m in metrics]
+            cells = [cell(p["summary"].get(m.key), m.digits) for m in catalog.metrics]
             cost = p["cost"]
             cells += [f"{cost['calls']:.1f}", f"{cost['total_tokens']:,.0f}"] if cost else ["n/a", "n/a"]
             lines.append(f"| {p['value']} | " + " | ".join(cells) + " |")

@@ -1,6 +1,7 @@
 """Reward-time accounting: how much of a training step the rewards cost.
 
-The rewards record wall-clock intervals (`rewards.timing`); this callback measures each optimizer
+The rewards record wall-clock intervals in their context's `Timer` (`rewards.timing`); this
+callback reads that timer, measures each optimizer
 step and adds to every log entry, over the steps since the previous log:
 
 - `timing/step_s`: mean seconds per step (generation, rewards, forward/backward);
@@ -20,6 +21,7 @@ import time
 from transformers import TrainerCallback
 
 from rewards import timing
+from rewards.timing import Timer
 
 
 class RewardTimingCallback(TrainerCallback):
@@ -27,9 +29,11 @@ class RewardTimingCallback(TrainerCallback):
 
     Args:
         novelty_names: timing names that count as novelty work (the novelty rewards' names).
+        timer: the rewards' timer (`RewardContext.timer`).
     """
 
-    def __init__(self, novelty_names: set[str]):
+    def __init__(self, novelty_names: set[str], timer: Timer):
+        self.timer = timer
         self.novelty_names = set(novelty_names) | {"embed"}
         self._step_start: float | None = None
         self._steps = 0
@@ -37,7 +41,7 @@ class RewardTimingCallback(TrainerCallback):
         self._intervals: list[tuple[str, float, float]] = []
 
     def on_train_begin(self, args, state, control, **kwargs):
-        timing.take()  # drop start-up work (corpus loading, the reward check): not a training step
+        self.timer.take()  # drop start-up work (corpus loading, the reward check): not a training step
 
     def on_step_begin(self, args, state, control, **kwargs):
         self._step_start = time.perf_counter()
@@ -47,7 +51,7 @@ class RewardTimingCallback(TrainerCallback):
             self._step_seconds += time.perf_counter() - self._step_start
             self._steps += 1
             self._step_start = None
-        self._intervals.extend(timing.take())
+        self._intervals.extend(self.timer.take())
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not self._steps or logs is None or "loss" not in logs:  # skip the final train summary

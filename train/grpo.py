@@ -1,6 +1,7 @@
 """Fine-tune the writer with GRPO on a composite creativity reward.
 
-GRPO (trl's `GRPOTrainer`) samples `num_generations` stories per prompt, scores each with the
+GRPO (trl's `GRPOTrainer`, with failed reward values filled by their group's mean:
+`train/trainer.py`) samples `num_generations` stories per prompt, scores each with the
 recipe's rewards (`rewards/`: judge quality, reference novelty, sibling diversity, a length
 penalty; weighted by `reward_weights`, optionally quality-gated) and moves the policy towards the
 stories that beat their siblings. Prompts are the single-agent writer prompts of the training
@@ -30,20 +31,21 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from trl import GRPOConfig, GRPOTrainer, ModelConfig, TrlParser, get_peft_config
+from trl import GRPOConfig, ModelConfig, TrlParser, get_peft_config
 
 from eval.rubric import load_rubric
 from generate.common.cli import run_cli
-from generate.datasets import load_dataset
 from generate.common.manifest import write_manifest
+from generate.datasets import load_dataset
 from generate.prompts import load_prompts
-from rewards import build_rewards, get_reward
+from rewards import RewardContext, build_rewards, get_reward
 from rewards.composite import score_batch
 from train.args import ScriptArguments
 from train.callbacks import RewardTimingCallback
 from train.data import prompt_dataset
 from train.model import export_merged, resolve_model_path
 from train.split import split_tasks
+from train.trainer import GRPOTrainer
 
 log = logging.getLogger("train.grpo")
 
@@ -67,7 +69,9 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
     log.info("%d training prompts, %d held out", len(split.train), len(split.eval))
 
     # 2. Rewards: named callables in `reward_weights` order; trl logs each as rewards/<name>/mean.
-    reward_funcs = build_rewards(script_args.reward_funcs, script_args.reward_options, script_args.reward_gate)
+    context = RewardContext()
+    reward_funcs = build_rewards(script_args.reward_funcs, script_args.reward_options, script_args.reward_gate,
+                                 context)
     check_rewards(reward_funcs, training_args.reward_weights)
     novelty = {n for n in script_args.reward_funcs if get_reward(n).novelty}
 
@@ -77,7 +81,8 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
                                        "attn_implementation": model_args.attn_implementation,
                                        **(training_args.model_init_kwargs or {})}
     trainer = GRPOTrainer(model=model_path, reward_funcs=reward_funcs, args=training_args, train_dataset=train_set,
-                          peft_config=get_peft_config(model_args), callbacks=[RewardTimingCallback(novelty)])
+                          peft_config=get_peft_config(model_args),
+                          callbacks=[RewardTimingCallback(novelty, context.timer)])
 
     plugin = trainer.accelerator.state.deepspeed_plugin
     log.info("accelerator: %s, %d process(es)%s", trainer.accelerator.distributed_type,
@@ -96,7 +101,8 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
         write_manifest(training_args.output_dir, kind="grpo", seed=training_args.seed,
                        config={"script": vars(script_args), "model": vars(model_args),
                                "training": training_args.to_dict(), "resolved_model": model_path},
-                       templates={**load_prompts().texts(), **load_rubric().texts()})
+                       templates={**load_prompts().texts(), **load_rubric().texts()},
+                       extra={"rewards": context.describe()})
     trainer.accelerator.wait_for_everyone()
     log.info("done: %s", training_args.output_dir)
 

@@ -49,11 +49,20 @@ class TokenLogprob:
 
 @dataclass
 class Completion:
+    """One request's result.
+
+    Attributes:
+        error: set when this one request cannot succeed whatever the retries (e.g. its prompt is
+            longer than the model's context): the caller fails what depends on it, with this
+            reason, while the other requests of the batch go on. `text` is then empty.
+    """
+
     text: str
     prompt_tokens: int = 0
     completion_tokens: int = 0
     finish_reason: str | None = None
     logprobs: list[TokenLogprob] | None = None
+    error: str | None = None
 
 
 class TransientBackendError(Exception):

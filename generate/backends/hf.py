@@ -55,6 +55,9 @@ class HFBackend(Backend):
             raise UsageError(f"cannot load hf model {model!r}: {str(exc).splitlines()[0]}") from None
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        # Positions beyond the trained context give garbage (or an index error) and one huge prompt
+        # padded into a batch costs every row its memory: such requests are refused one by one.
+        self.context_length: int | None = getattr(self.lm.config, "max_position_embeddings", None)
         self._lock = threading.Lock()  # one forward pass at a time: torch already uses every core
 
     def describe(self) -> dict:
@@ -68,11 +71,24 @@ class HFBackend(Backend):
     async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
         return await asyncio.to_thread(self._generate, requests)
 
-    @torch.inference_mode()
     def _generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        texts = [self.render(r) for r in requests]
+        lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
+        budget = requests[0].params.max_new_tokens
+        fits = [i for i, n in enumerate(lengths) if self.context_length is None or n + budget <= self.context_length]
+        results = [Completion(text="", prompt_tokens=n, finish_reason="error",
+                              error=f"prompt of {n:,} tokens + {budget} new tokens exceeds the model's context of "
+                                    f"{self.context_length:,} tokens") if i not in fits else None
+                   for i, n in enumerate(lengths)]
+        if fits:
+            for i, comp in zip(fits, self._generate_batch([texts[i] for i in fits], [requests[i] for i in fits])):
+                results[i] = comp
+        return results
+
+    @torch.inference_mode()
+    def _generate_batch(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
         params, want = requests[0].params, requests[0].logprobs
-        enc = self.tokenizer([self.render(r) for r in requests], return_tensors="pt", padding=True,
-                             add_special_tokens=False).to(self.device)
+        enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         kwargs = {"max_new_tokens": params.max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id,
                   "return_dict_in_generate": True, "output_logits": want is not None}
         if params.temperature > 0:
@@ -110,7 +126,8 @@ class HFBackend(Backend):
         return out
 
     @torch.inference_mode()
-    def score(self, pairs: list[tuple[list[dict[str, str]], str]], batch_size: int | None = None) -> list[list[float]]:
+    def score(self, pairs: list[tuple[list[dict[str, str]], str]],
+              batch_size: int | None = None) -> list[list[float] | None]:
         """Teacher-forced log-probabilities of each continuation's tokens after its chat prompt.
 
         Args:
@@ -118,17 +135,23 @@ class HFBackend(Backend):
             batch_size: sequences per forward pass (default: the backend's batch size).
 
         Returns:
-            One list of natural-log token probabilities per pair.
+            One list of natural-log token probabilities per pair; None for a pair longer than the
+            model's context (`context_length`), which is left out of every batch.
         """
         size = batch_size or self.batch_size
-        results: list[list[float]] = [[] for _ in pairs]
+        results: list[list[float] | None] = [[] for _ in pairs]
         encoded = []
         for messages, cont in pairs:
             prompt = self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
             p_ids = self.tokenizer(prompt, add_special_tokens=False)["input_ids"]
             c_ids = self.tokenizer(cont, add_special_tokens=False)["input_ids"]
             encoded.append((p_ids, c_ids))
-        order = sorted(range(len(pairs)), key=lambda i: len(encoded[i][0]) + len(encoded[i][1]))
+        limit = self.context_length
+        too_long = {i for i, (p, c) in enumerate(encoded) if limit is not None and len(p) + len(c) > limit}
+        for i in too_long:
+            results[i] = None
+        order = sorted((i for i in range(len(pairs)) if i not in too_long),
+                       key=lambda i: len(encoded[i][0]) + len(encoded[i][1]))
         pad = self.tokenizer.pad_token_id
         for start in range(0, len(order), size):
             idx = order[start:start + size]

@@ -101,8 +101,8 @@ class Model:
         outs = await self._call(batch)
         for attempt in range(self.policy.empty_retries):
             # Greedy decoding would only repeat itself, so only sampled requests are re-asked.
-            blank = [i for i, o in enumerate(outs) if not o.text.strip() and batch[i].params.max_new_tokens > 0
-                     and batch[i].params.temperature > 0]
+            blank = [i for i, o in enumerate(outs) if not o.text.strip() and o.error is None
+                     and batch[i].params.max_new_tokens > 0 and batch[i].params.temperature > 0]
             if not blank:
                 break
             log.warning("%d blank completion(s); asking again with new seeds", len(blank))

@@ -1,4 +1,5 @@
-"""Shared CLI plumbing: bad input becomes one line on stderr and exit code 2, never a traceback."""
+"""Shared CLI plumbing: bad input becomes one line on stderr and exit code 2, a job that finished
+with failed items one line and exit code 1, never a traceback."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import logging
 import sys
 from collections.abc import Callable, Sequence
 
-from generate.common.errors import UsageError
+from generate.common.errors import PartialFailure, UsageError
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> None:
@@ -19,6 +20,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    except PartialFailure as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
     except KeyboardInterrupt:
         print("interrupted: finished work is saved; re-run the same command to resume", file=sys.stderr)
         sys.exit(130)

@@ -10,6 +10,7 @@ import argparse
 import dataclasses
 import types
 import typing
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -73,5 +74,20 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[s
             parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         elif kind in (int, float, str):
             parser.add_argument(flag, dest=f.name, type=kind, default=None, help=help_text)
+        elif typing.get_origin(kind) is list:  # "list[str]" -> --flag a b c
+            (inner,) = typing.get_args(kind) or (str,)
+            parser.add_argument(flag, dest=f.name, type=inner, nargs="+", action="extend", default=None,
+                                help=help_text)
         else:
             parser.add_argument(flag, dest=f.name, default=None, help=help_text)
+
+
+def parse_config(cls: type[T], argv: Sequence[str] | None, *, prog: str | None = None, description: str = "",
+                 skip: tuple[str, ...] = ()) -> T:
+    """The command line of a CLI or script whose options are the fields of `cls`: `--config FILE`
+    (YAML) and one flag per field, merged with `build_config`'s precedence."""
+    parser = argparse.ArgumentParser(prog=prog, description=description)
+    parser.add_argument("--config", help="YAML file of options; command-line flags override it")
+    add_dataclass_args(parser, cls, skip=skip)
+    args = vars(parser.parse_args(argv))
+    return build_config(cls, args.pop("config"), args)

@@ -9,3 +9,9 @@ class UsageError(Exception):
     Raised anywhere in library code; `generate.common.cli.run_cli` turns it into a one-line
     message and exit code 2.
     """
+
+
+class PartialFailure(Exception):
+    """A long job finished what it could but some of its items failed (e.g. prompts whose
+    completions stayed blank); `run_cli` prints one `error:` line and exits with code 1, and a
+    re-run of the same command retries only the failed items."""

@@ -18,8 +18,13 @@ PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "deepspeed", "
 SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password|authorization)$", re.I)
 
 
+def sha256_bytes(data: bytes) -> str:
+    """The one content hash of the project (datasets, prompts, templates, stories files)."""
+    return hashlib.sha256(data).hexdigest()
+
+
 def sha256_text(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return sha256_bytes(text.encode("utf-8"))
 
 
 def package_versions() -> dict[str, str]:

@@ -4,6 +4,10 @@ A framework yields one `Step` per phase (all model calls it needs at that point)
 the replies, in order. It never calls a model itself, so the runner can gather the steps of
 every prompt in a run and send them to the backend as one batch (phase-synchronous batching),
 and tests can drive a framework with scripted replies.
+
+Replies arrive clean (`generate.clean.clean_reply`, by the call's role) and never blank: the
+runner re-asks a blank reply and abandons the prompt if it stays blank, so a framework never
+has to decide what an empty story or an empty review means.
 """
 
 from __future__ import annotations
@@ -12,7 +16,6 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 from generate.common.errors import UsageError
-from generate.clean import clean_story
 from generate.datasets import Task
 from generate.prompts import PromptSet
 
@@ -22,7 +25,7 @@ class Call:
     """One stateless model call: `agent` owns it (for cost accounting), `to` receives a review."""
 
     agent: str
-    role: str  # write | review | advice | critique
+    role: str  # write (the reply is a story) | review | advice | critique (the reply is feedback)
     messages: list[dict[str, str]]
     to: str | None = None
 
@@ -46,19 +49,27 @@ class Agent:
         return self.drafts[-1]
 
 
+# Review only: what a reviewer reads of a peer after the first round (README, "Deviations").
+REVIEW_VARIANTS = {
+    "paper": "reviewers read peers' initial drafts in every round (the paper's reading)",
+    "public_code": "reviewers read peers' latest drafts (the authors' public code)",
+}
+
+
 @dataclass(frozen=True)
 class Settings:
     """Interaction structure, shared by every framework so comparisons are like for like."""
 
     agents: int = 3
     rounds: int = 3
-    review_sees: str = "latest"  # Review only: reviewers read peers' latest draft, or their first
+    review_variant: str = "paper"  # a key of REVIEW_VARIANTS
 
     def __post_init__(self) -> None:
         if self.agents < 1 or self.rounds < 1:
             raise UsageError("agents and rounds must be at least 1")
-        if self.review_sees not in ("latest", "first"):
-            raise UsageError("review_sees must be 'latest' or 'first'")
+        if self.review_variant not in REVIEW_VARIANTS:
+            raise UsageError(f"unknown review_variant {self.review_variant!r}; choose one of: "
+                             + ", ".join(REVIEW_VARIANTS))
 
 
 Protocol = Generator[Step, list[str], list[Agent]]
@@ -91,7 +102,7 @@ def make_agents(prompts: PromptSet, n: int, personas: bool = True) -> list[Agent
 
 def add_drafts(agents: list[Agent], replies: list[str]) -> None:
     for agent, reply in zip(agents, replies, strict=True):
-        agent.drafts.append(clean_story(reply))
+        agent.drafts.append(reply)
 
 
 def story_block(story: str) -> str:

@@ -1,10 +1,15 @@
 """LLM Review (arXiv 2601.08003): compose, blind peer review, private revision.
 
-Blindness is structural: a revision request is built only from the writer's own story, the
-prompt, its persona and the feedback addressed to it, so no peer story can reach a writer.
-Each review is its own call for one (reviewer, target) pair, so feedback is routed by
-construction rather than parsed out of a shared reply (the public code's regex routing drops
-or mis-routes feedback; see README, "Deviations").
+Blindness is structural: a revision request is built only from the writer's own latest story,
+the prompt, its persona and the feedback addressed to it in this round, so no peer story can
+reach a writer. Each review is its own call for one (reviewer, target) pair, so feedback is
+routed by construction rather than parsed out of a shared reply (the public code's regex routing
+drops or mis-routes feedback; see README, "Deviations").
+
+What a reviewer reads after the first round is the one choice the paper and its public code
+disagree on (`Settings.review_variant`): `paper` shows only peers' initial drafts in every
+round ("agents do not see peers' revised drafts (only the initial drafts and feedback)");
+`public_code` shows peers' latest drafts.
 
 With R rounds there are R writing phases and R-1 review phases (the public code also runs a
 last review phase whose output nobody reads; we skip it).
@@ -12,14 +17,9 @@ last review phase whose output nobody reads; we skip it).
 
 from __future__ import annotations
 
-import logging
-
-from generate.clean import clean_feedback
 from generate.datasets import Task
-from generate.frameworks.base import Call, Protocol, Settings, Step, add_drafts, make_agents, register, user
+from generate.frameworks.base import Agent, Call, Protocol, Settings, Step, add_drafts, make_agents, register, user
 from generate.prompts import PromptSet
-
-log = logging.getLogger(__name__)
 
 
 @register("review")
@@ -32,17 +32,13 @@ def review(task: Task, prompts: PromptSet, settings: Settings) -> Protocol:
     for rnd in range(1, settings.rounds):
         pairs = [(r, t) for r in agents for t in agents if r is not t]
         calls = [Call(r.name, "review", user(prompts.render(
-            "review_feedback", persona=r.persona, prompt=task.prompt,
-            story=t.drafts[0] if settings.review_sees == "first" else t.story)), to=t.name)
+            "review_feedback", persona=r.persona, prompt=task.prompt, story=reviewed_draft(t, settings))), to=t.name)
             for r, t in pairs]
         replies = yield Step(f"review-{rnd}", calls)
         for agent in agents:
             agent.feedback.append([])
         for (reviewer, target), reply in zip(pairs, replies, strict=True):
-            text = clean_feedback(reply)
-            if not text:
-                log.warning("%s: empty feedback from %s to %s in round %d", task.id, reviewer.name, target.name, rnd)
-            target.feedback[-1].append({"from": reviewer.name, "text": text})
+            target.feedback[-1].append({"from": reviewer.name, "text": reply})
 
         revise = [Call(a.name, "write", user(prompts.render(
             "review_revise", persona=a.persona, prompt=task.prompt, story=a.story,
@@ -51,9 +47,11 @@ def review(task: Task, prompts: PromptSet, settings: Settings) -> Protocol:
     return agents
 
 
+def reviewed_draft(target: Agent, settings: Settings) -> str:
+    """The draft of `target` its reviewers read under the run's review variant."""
+    return target.drafts[0] if settings.review_variant == "paper" else target.story
+
+
 def feedback_block(items: list[dict]) -> str:
     """Number the reviews anonymously ("Reviewer 1"): writers see critiques, not who wrote what."""
-    parts = []
-    for i, item in enumerate(items, 1):
-        parts.append(f"Reviewer {i}: {item['text'] or '(this reviewer sent no feedback)'}")
-    return "\n\n".join(parts)
+    return "\n\n".join(f"Reviewer {i}: {item['text']}" for i, item in enumerate(items, 1))

@@ -1,4 +1,8 @@
-"""Single Agent: one zero-shot call per prompt, the base model's own ability."""
+"""Single Agent: one zero-shot call per prompt, the base model's own ability.
+
+No persona (a declared choice, README "Deviations"): the paper describes this baseline as plain
+zero-shot prompting, and GRPO trains on exactly this request (`PromptSet.writer_messages`).
+"""
 
 from generate.datasets import Task
 from generate.frameworks.base import Agent, Call, Protocol, Settings, Step, add_drafts, register

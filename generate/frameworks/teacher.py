@@ -7,10 +7,18 @@ stateless, like Review's, so the two differ only in who gives feedback and to wh
 
 from __future__ import annotations
 
-from generate.clean import clean_feedback
 from generate.datasets import Task
-from generate.frameworks.base import (Call, Protocol, Settings, Step, add_drafts, make_agents, peers_block, register,
-                                      user)
+from generate.frameworks.base import (
+    Call,
+    Protocol,
+    Settings,
+    Step,
+    add_drafts,
+    make_agents,
+    peers_block,
+    register,
+    user,
+)
 from generate.prompts import PromptSet
 
 TEACHER = "teacher"
@@ -20,7 +28,6 @@ TEACHER = "teacher"
 def teacher(task: Task, prompts: PromptSet, settings: Settings) -> Protocol:
     students = make_agents(prompts, settings.agents)
     (advice,) = yield Step("advice", [Call(TEACHER, "advice", user(prompts.render("teacher_advice", prompt=task.prompt)))])
-    advice = clean_feedback(advice)
     drafts = [Call(s.name, "write", user(prompts.render("teacher_write", persona=s.persona, prompt=task.prompt,
                                                          advice=advice))) for s in students]
     add_drafts(students, (yield Step("draft", drafts)))
@@ -28,7 +35,6 @@ def teacher(task: Task, prompts: PromptSet, settings: Settings) -> Protocol:
     for rnd in range(1, settings.rounds):
         critique_msg = prompts.render("teacher_critique", prompt=task.prompt, peers=peers_block(students, None))
         (critique,) = yield Step(f"critique-{rnd}", [Call(TEACHER, "critique", user(critique_msg))])
-        critique = clean_feedback(critique)
         for s in students:
             s.feedback.append([{"from": TEACHER, "text": critique}])
         revise = [Call(s.name, "write", user(prompts.render("teacher_revise", persona=s.persona, prompt=task.prompt,

@@ -10,24 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from eval.compare import (
-    DEFAULT_METRICS,
-    JUDGE_AVERAGE,
-    JUDGE_METRICS,
-    NOVELTY_METRICS,
-    compare,
-    inference_cost,
-    load_run,
-    parse_run_spec,
-    prompt_means,
-    story_value,
-)
+from eval.compare import compare, inference_cost, load_run, parse_run_spec, prompt_means, story_value
 from eval.compare_report import render_markdown
+from eval.metrics.catalog import JUDGE_AVERAGE, RULE_METRICS, Catalog
+from eval.rubric import load_rubric
 from eval.stats import paired_bootstrap_ci, paired_test, summarize, wilcoxon_p
 from generate.common.errors import UsageError
+from generate.common.manifest import sha256_text
 
 REPO = Path(__file__).resolve().parents[2]
+RUBRIC = load_rubric()
+JUDGE_METRICS = tuple(RUBRIC.aspects)
+NOVELTY_METRICS = tuple(m.key for m in RULE_METRICS)
 METRICS = (*JUDGE_METRICS, *NOVELTY_METRICS)
+DEFAULT_METRICS = (JUDGE_AVERAGE, *METRICS)
 PROMPTS = [f"p-{i:02d}" for i in range(40)]
 SINGLE_USAGE = {"calls": 1, "prompt_tokens": 100, "completion_tokens": 400}
 REVIEW_USAGE = {"calls": 9, "prompt_tokens": 3000, "completion_tokens": 1500}
@@ -73,11 +69,14 @@ def test_wilcoxon_p(diffs, expected):
     ([], None, None, 0),
     ([4.0], 4.0, None, 1),
     ([1.0, 3.0], 2.0, np.sqrt(2.0), 2),
+    ([1.0, None, 3.0, float("nan")], 2.0, np.sqrt(2.0), 2),
 ])
 def test_summarize(values, mean, std, n):
     s = summarize(values)
     assert (s.mean, s.n) == (mean, n)
     assert s.std == (None if std is None else pytest.approx(std))
+    # The standard error of the mean is reported beside the std, never instead of it.
+    assert s.se == (None if std is None else pytest.approx(std / np.sqrt(n)))
 
 
 def test_paired_test_needs_both_the_ci_and_the_p_value():
@@ -89,11 +88,35 @@ def test_paired_test_needs_both_the_ci_and_the_p_value():
 
 # --- synthetic runs ---------------------------------------------------------------------------
 
+def prompt_text(prompt_id: str) -> str:
+    return f"Write a story about {prompt_id}."
+
+
+def H(prompt_id: str) -> str:
+    """A prompt's identity in comparisons: the hash of its text."""
+    return sha256_text(prompt_text(prompt_id))
+
+
 def story(prompt: str, agent: str, values: dict, usage: dict, seconds: float) -> tuple[dict, dict]:
     """A (scores.jsonl, stories.jsonl) record pair; usage doubles as the prompt's total usage."""
     ids = {"story_id": f"x/{prompt}/{agent}", "prompt_id": prompt, "agent": agent}
-    scores = {**ids, "aspect": "a", "framework": "x", "model": "m", **values}
-    return scores, {**ids, "text": "...", "usage": usage, "prompt_usage": usage, "seconds": seconds}
+    scores = {**ids, "prompt_sha256": H(prompt), "aspect": "a", "framework": "x", "model": "m",
+              "surprisal_scorer": "scorer-m", **values}
+    return scores, {**ids, "prompt": prompt_text(prompt), "text": "...", "usage": usage, "prompt_usage": usage,
+                    "seconds": seconds}
+
+
+PROVENANCE = {"judge": {"model": "judge-m", "mode": "logprob", "rubric_sha256": RUBRIC.sha256()},
+              "scorer": "scorer-m", "reference": {"content_sha256": "c" * 64, "embedder": "e", "chunk_size": 250,
+                                                  "sample": "all", "n_chunks": 4, "kl_alpha": 1.0},
+              "catalog": RUBRIC.catalog().to_json()}
+
+
+def write_manifests(run: Path, dataset: str = "d" * 64, **provenance) -> None:
+    """The generation and evaluation manifests a run directory holds (the fields compare reads)."""
+    (run / "manifest.json").write_text(json.dumps({"kind": "generation", "dataset_sha256": dataset}))
+    (run / "eval" / "manifest.json").write_text(json.dumps({"kind": "evaluation",
+                                                            "provenance": {**PROVENANCE, **provenance}}))
 
 
 def write_run(root: Path, name: str, per_prompt: dict[str, list[dict]], usage=SINGLE_USAGE, seconds=2.0) -> Path:
@@ -104,6 +127,7 @@ def write_run(root: Path, name: str, per_prompt: dict[str, list[dict]], usage=SI
              for p, stories in per_prompt.items() for i, v in enumerate(stories)]
     (run / "eval" / "scores.jsonl").write_text("".join(json.dumps(s) + "\n" for s, _ in pairs))
     (run / "stories.jsonl").write_text("".join(json.dumps(t) + "\n" for _, t in pairs))
+    write_manifests(run)
     return run
 
 
@@ -170,7 +194,7 @@ def test_ci_covers_the_true_gain_and_pairing_makes_it_narrow(runs):
 def test_multi_agent_stories_are_averaged_per_prompt(runs):
     multi = load_run("multi", runs["multi"])
     assert len(multi.scores) == 3 * len(PROMPTS)
-    means = prompt_means(multi.scores, "logic", set(PROMPTS))
+    means = prompt_means(multi.scores, "logic", {H(p) for p in PROMPTS})
     assert len(means) == len(PROMPTS)
     result = run_compare(runs, ["base", "multi"])
     assert result["gains"]["logic"]["multi"]["n_pairs"] == 40
@@ -205,8 +229,8 @@ def test_a_missing_value_drops_the_prompt_for_that_metric_only(runs):
 
 def test_judge_average_is_the_mean_of_the_aspects_a_story_has():
     record = {"concepts": 4, "logic": 2, "characters": None, "world_building": 3.0, "ethics": None, "kl": 1.2}
-    assert story_value(record, JUDGE_AVERAGE) == pytest.approx(3.0)
-    assert story_value({"concepts": None}, JUDGE_AVERAGE) is None
+    assert story_value(record, JUDGE_AVERAGE, JUDGE_METRICS) == pytest.approx(3.0)
+    assert story_value({"concepts": None}, JUDGE_AVERAGE, JUDGE_METRICS) is None
     assert story_value({"kl": float("nan")}, "kl") is None
 
 
@@ -242,14 +266,14 @@ def test_verdict_names_the_significant_winner(runs):
     assert "at 9.0x base tokens" in judge
     assert "`same`:" in judge and "no significant difference, at 1.0x base tokens" in judge
     # Homogenization fell by 0.1: lower is better, so that is an improvement.
-    assert homogenization.startswith("**homogenization** (lower is better): largest gain: `better`; "
+    assert homogenization.startswith("**Homogenization** (lower is better): largest gain: `better`; "
                                      "significantly better than `base`: `better`.")
 
 
 def test_verdict_says_when_nothing_is_significant(runs):
     result = run_compare(runs, ["base", "same"])
     assert all("no run is significantly better than `base`" in line for line in result["verdict"])
-    assert len(result["verdict"]) == 1 + len(NOVELTY_METRICS)
+    assert len(result["verdict"]) == 1 + len(NOVELTY_METRICS)  # the judge average, then each rule metric
 
 
 def test_verdict_says_when_a_metric_cannot_be_compared_with_base(runs):
@@ -258,7 +282,7 @@ def test_verdict_says_when_a_metric_cannot_be_compared_with_base(runs):
     rows = [{**json.loads(line), "homogenization": None} for line in scores.read_text().splitlines()]
     scores.write_text("".join(json.dumps(r) + "\n" for r in rows))
     result = run_compare(runs, ["base", "better"])
-    assert result["verdict"][-1].startswith("**homogenization** (lower is better): not comparable, no prompt has a "
+    assert result["verdict"][-1].startswith("**Homogenization** (lower is better): not comparable, no prompt has a "
                                             "value in both `base` and another run")
     assert result["verdict"][0].startswith("**Judge average** (higher is better): largest gain: `better`")
 
@@ -280,7 +304,7 @@ def test_a_story_scored_twice_counts_once_with_its_last_scores(runs):
         fh.write(json.dumps({**first, "logic": 5.0}) + "\n")
     run = load_run("base", runs["base"])
     assert len(run.scores) == len(PROMPTS)
-    assert prompt_means(run.scores, "logic", {first["prompt_id"]}) == {first["prompt_id"]: 5.0}
+    assert prompt_means(run.scores, "logic", {first["prompt_sha256"]}) == {first["prompt_sha256"]: 5.0}
 
 
 def test_a_run_without_stories_is_compared_at_unknown_cost(runs):
@@ -315,7 +339,10 @@ def test_cli_writes_all_outputs(runs, tmp_path):
     proc = cli("--run", f"base={runs['base']}", "--run", f"better={runs['better']}",
                "--run", f"same={runs['same']}", "--out", str(out), "--boot", "500")
     assert proc.returncode == 0, proc.stderr
-    assert {p.name for p in out.iterdir()} == {"comparison.json", "comparison.md", "gains.png", "cost_vs_gain.png"}
+    assert {p.name for p in out.iterdir()} == {"comparison.json", "comparison.md", "gains.png", "cost_vs_gain.png",
+                                               "manifest.json"}
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "comparison" and manifest["config"]["boot"] == 500
     assert json.loads((out / "comparison.json").read_text())["gains"]["kl"]["better"]["n_pairs"] == 39
     assert all((out / name).read_bytes().startswith(b"\x89PNG") for name in ("gains.png", "cost_vs_gain.png"))
     assert (out / "comparison.md").read_text() in proc.stdout
@@ -337,3 +364,74 @@ def test_cli_exits_2_with_one_line_on_bad_input(runs, tmp_path):
         assert proc.returncode == 2, (args, proc.stderr)
         lines = proc.stderr.strip().splitlines()
         assert len(lines) == 1 and lines[0].startswith("error: "), (args, proc.stderr)
+
+
+# --- refused mismatches and prompt identity (each fails on a compare that checks nothing) ----------
+
+def _rewrite_scores(run: Path, change) -> None:
+    path = run / "eval" / "scores.jsonl"
+    rows = [change(json.loads(line)) for line in path.read_text().splitlines()]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+@pytest.mark.parametrize("field, provenance", [
+    ("judge", {"judge": {**PROVENANCE["judge"], "model": "another-judge"}}),
+    ("judge", {"judge": {**PROVENANCE["judge"], "rubric_sha256": "0" * 64}}),  # the rubric file changed
+    ("reference", {"reference": {**PROVENANCE["reference"], "content_sha256": "e" * 64}}),
+])
+def test_runs_made_with_another_judge_or_reference_are_refused(runs, field, provenance):
+    write_manifests(runs["better"], **provenance)
+    with pytest.raises(UsageError, match=f"runs differ in {field}") as err:
+        run_compare(runs, ["base", "better"])
+    assert f"--allow-mismatch {field}" in str(err.value) and "\n" not in str(err.value)
+    result = run_compare(runs, ["base", "better"], allow_mismatch=[field])
+    assert field in result["mismatches"]
+    assert f"the runs differ in {field}" in render_markdown(result)
+
+
+def test_runs_from_another_dataset_are_refused(runs):
+    write_manifests(runs["better"], dataset="f" * 64)
+    with pytest.raises(UsageError, match="runs differ in dataset"):
+        run_compare(runs, ["base", "better"])
+
+
+def test_a_run_without_provenance_is_refused_not_assumed_equal(runs):
+    (runs["better"] / "eval" / "manifest.json").unlink()
+    with pytest.raises(UsageError, match="run 'better' records no judge"):
+        run_compare(runs, ["base", "better"])
+
+
+def test_surprisal_from_different_scorers_is_refused_then_left_out(runs):
+    _rewrite_scores(runs["better"], lambda r: {**r, "surprisal_scorer": "hf:/runs/grpo/merged"})
+    with pytest.raises(UsageError, match="runs differ in scorer"):
+        run_compare(runs, ["base", "better"])
+    result = run_compare(runs, ["base", "better"], allow_mismatch=["scorer"])
+    assert result["gains"]["surprisal"]["better"]["gain"] is None
+    assert result["gains"]["kl"]["better"]["gain"] is not None
+    assert any(line.startswith("**Surprisal** (higher is better): not compared, the runs' surprisal was scored by "
+                               "different models") for line in result["verdict"])
+
+
+def test_prompts_pair_by_text_not_by_id(runs):
+    # Same ids, other prompts (the bundled set and SciFi-100 share ids like strong-voice-01): no pair.
+    _rewrite_scores(runs["better"], lambda r: {**r, "prompt_sha256": sha256_text("another prompt " + r["prompt_id"])})
+    with pytest.raises(UsageError, match="no prompt is common"):
+        run_compare(runs, ["base", "better"])
+    # Other ids, the same prompts: paired.
+    _rewrite_scores(runs["better"], lambda r: {**r, "prompt_id": "renamed-" + r["prompt_id"],
+                                               "prompt_sha256": H(r["prompt_id"])})
+    assert run_compare(runs, ["base", "better"])["gains"]["concepts"]["better"]["n_pairs"] == 40
+
+
+def test_judge_columns_come_from_the_evaluations_rubric(runs, tmp_path):
+    """A renamed aspect is a column under its new name, never a silent n/a under the old one."""
+    renamed = Catalog.from_aspects({"science": "Science", **{a: a for a in JUDGE_METRICS[1:]}})
+    for name in ("base", "better"):
+        write_manifests(runs[name], catalog=renamed.to_json())
+        _rewrite_scores(runs[name], lambda r: {**{k: v for k, v in r.items() if k != "concepts"},
+                                               "science": r["concepts"]})
+    result = run_compare(runs, ["base", "better"])
+    assert "science" in result["config"]["metrics"] and "concepts" not in result["config"]["metrics"]
+    assert result["gains"]["science"]["better"]["gain"] == pytest.approx(0.5)
+    assert result["gains"][JUDGE_AVERAGE]["better"]["gain"] == pytest.approx(0.5)
+    assert "| Science | `better` |" in render_markdown(result)

@@ -10,14 +10,14 @@ import pytest
 from fakes import FakeScorer, ScriptedBackend, model
 
 from eval.__main__ import main
-from eval.report import RULE_METRICS
+from eval.metrics.catalog import RULE_METRICS
 from eval.run import EvalConfig, Evaluator
-from generate.common.errors import UsageError
 from generate.common.cli import run_cli
+from generate.common.errors import UsageError
 from generate.common.paths import cache_dir
 
 ASPECTS = ["concepts", "logic", "characters", "world_building", "ethics"]
-METRICS = [*ASPECTS, *RULE_METRICS]
+METRICS = [*ASPECTS, *(m.key for m in RULE_METRICS)]
 OUTPUTS = ["scores.jsonl", "summary.json", "judge_stats.json", "summary.md", "judge_scores.png", "rule_metrics.png",
            "manifest.json"]
 PROMPT = "Colonists on a comet discover that the ice remembers."
@@ -92,23 +92,33 @@ def test_evaluation_writes_scores_summary_table_plots_and_manifest(tmp_path, tin
     single = scores["single/p1/single"]
     assert single["homogenization"] is None and single["draft_to_final_similarity"] is None
 
+    assert review["missing"]["ethics"].startswith("no parseable Score line")
+    assert single["missing"] == {"ethics": review["missing"]["ethics"], "homogenization": "one story per prompt",
+                                 "draft_to_final_similarity": "no drafts (one writing round)"}
+
     summary = json.loads((out / "summary.json").read_text())
-    assert list(summary) == ["review", "single"]
-    for fw in summary:
-        assert list(summary[fw]) == METRICS
-        assert all(set(s) == {"mean", "std", "n"} for s in summary[fw].values())
-    assert summary["review"]["concepts"] == {"mean": 4.0, "std": 0.0, "n": 2}
-    assert summary["review"]["ethics"] == {"mean": None, "std": None, "n": 0}
-    assert summary["review"]["homogenization"]["n"] == 1  # one prompt, counted once
-    assert summary["single"]["homogenization"]["n"] == 0
+    assert [m["key"] for m in summary["metrics"]] == METRICS
+    frameworks = summary["frameworks"]
+    assert list(frameworks) == ["review", "single"]
+    for fw in frameworks:
+        assert list(frameworks[fw]) == METRICS
+        assert all(set(s) == {"mean", "std", "se", "n", "missing"} for s in frameworks[fw].values())
+    assert frameworks["review"]["concepts"] == {"mean": 4.0, "std": 0.0, "se": 0.0, "n": 2, "missing": {}}
+    assert frameworks["review"]["ethics"]["n"] == 0
+    assert list(frameworks["review"]["ethics"]["missing"].values()) == [2]
+    assert frameworks["review"]["homogenization"]["n"] == 1  # one prompt, counted once
+    assert frameworks["single"]["homogenization"] == {"mean": None, "std": None, "se": None, "n": 0,
+                                                      "missing": {"one story per prompt": 1}}
     judge = json.loads((out / "judge_stats.json").read_text())
     assert judge["review"]["parse_failure_rate"] == pytest.approx(8 / 24)
     table = (out / "summary.md").read_text()
     assert table.startswith("| Framework | Concepts | Logic | Characters | World-Building | Ethics | Surprisal | "
                             "KL Div. | 1-Cos Sim. | Volume Gain | Homogenization |")
-    assert "| review | 4.00 ± 0.00 | 2.00 ± 0.00 |" in table
+    assert "| review | 4.00 ± 0.00 (se 0.00) | 2.00 ± 0.00 (se 0.00) |" in table
+    assert "- review, Ethics: 2 missing (2 × no parseable Score line" in table
     manifest = json.loads((out / "manifest.json").read_text())
-    assert manifest["kind"] == "evaluation" and manifest["reference"]["n_chunks"] == 4
+    assert manifest["kind"] == "evaluation" and manifest["provenance"]["reference"]["n_chunks"] == 4
+    assert manifest["provenance"]["judge"]["model"] == "scripted" and manifest["provenance"]["scorer"] == "writer"
     assert "judge:sample" in manifest["template_sha256"]
 
 
@@ -147,8 +157,10 @@ def test_without_reference_corpus_reference_metrics_are_null(tmp_path, counting_
     for r in rows(out):
         assert r["kl"] is None and r["novelty_cos"] is None and r["volume_gain"] is None
         assert r["concepts"] == 4.0 and r["surprisal"] is not None
-    summary = json.loads((out / "summary.json").read_text())
-    assert summary["review"]["kl"] == {"mean": None, "std": None, "n": 0}
+    summary = json.loads((out / "summary.json").read_text())["frameworks"]
+    assert summary["review"]["kl"]["n"] == 0
+    (reason,) = summary["review"]["kl"]["missing"]
+    assert reason.startswith("no reference corpus")
     assert summary["review"]["homogenization"]["n"] == 1
     assert "n/a" in (out / "summary.md").read_text()
 

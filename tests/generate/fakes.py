@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+from collections.abc import Callable
 
 from generate.backends import Backend, ChatRequest, Completion
 from generate.backends.base import TransientBackendError
@@ -23,11 +24,32 @@ class RecordingEcho(Backend):
     async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
         self.requests.extend(requests)
         self.batches.append(len(requests))
-        out = []
-        for r in requests:
-            digest = hashlib.sha256(repr((r.messages, r.seed)).encode()).hexdigest()[:10]
-            out.append(Completion(text=f"Tale {digest} unfolds.", prompt_tokens=10, completion_tokens=3))
-        return out
+        return [Completion(text=self.reply(r), prompt_tokens=10, completion_tokens=3) for r in requests]
+
+    @staticmethod
+    def reply(request: ChatRequest) -> str:
+        """The reply this backend gives `request` (so a test can tell which request a text answers)."""
+        digest = hashlib.sha256(repr((request.messages, request.seed)).encode()).hexdigest()[:10]
+        return f"Tale {digest} unfolds."
+
+
+class Scripted(RecordingEcho):
+    """Echo replies, except where `rule(request)` returns a text (a blank, a bare wrapper...) or a
+    whole `Completion` (e.g. one the backend refused, with `error` set)."""
+
+    def __init__(self, rule: Callable[[ChatRequest], str | Completion | None]):
+        super().__init__()
+        self.rule = rule
+
+    async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
+        outs = await super().generate(requests)
+        for i, r in enumerate(requests):
+            scripted = self.rule(r)
+            if isinstance(scripted, str):
+                scripted = Completion(text=scripted, prompt_tokens=10, completion_tokens=1)
+            if scripted is not None:
+                outs[i] = scripted
+        return outs
 
 
 class Flaky(Backend):

@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import pytest
 
 from generate.clean import clean_feedback, clean_story
-from generate.common.errors import UsageError
 from generate.common.config import build_config
+from generate.common.errors import UsageError
 from generate.datasets import load_dataset
 
 CLEAN_CASES = [

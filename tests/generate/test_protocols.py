@@ -95,3 +95,31 @@ def test_identical_settings_across_frameworks(tmp_path):
         backend, _ = run(tmp_path, fw, max_new_tokens=33, temperature=0.7, top_p=0.8)
         params |= {r.params for r in backend.requests}
     assert len(params) == 1
+
+
+@pytest.mark.parametrize(("variant", "seen"), [("paper", 0), ("public_code", 1)])
+def test_what_each_reviewer_read_in_round_2(tmp_path, variant, seen):
+    """`paper`: reviewers only ever read a peer's initial draft; `public_code`: the peer's latest
+    draft (after round 1's revision). Either way a writer revises its own latest draft."""
+    backend, stories = run(tmp_path, "review", rounds=3, limit=1, review_variant=variant)
+    by_reply = {RecordingEcho.reply(r): r for r in backend.requests}
+    for s in stories:
+        assert len(s["feedback"][1]) == 2
+        for item in s["feedback"][1]:  # the round-2 reviews this writer received
+            read = texts(by_reply[item["text"]])
+            assert f"You are the {item['from'].capitalize()} Writer" in read
+            assert s["drafts"][seen] in read and s["drafts"][1 - seen] not in read and s["text"] not in read
+            assert not any(v in read for p in stories if p is not s for v in (*p["drafts"], p["text"]))
+        revisions = [r for r in backend.requests if "Revise your story" in texts(r) and s["drafts"][1] in texts(r)]
+        assert len(revisions) == 1 and s["drafts"][0] not in texts(revisions[0])
+
+
+def test_the_paper_reading_is_the_default():
+    assert RunConfig().review_variant == "paper"
+
+
+def test_unknown_review_variant_is_bad_input(tmp_path):
+    from generate.common.errors import UsageError
+
+    with pytest.raises(UsageError, match="review_variant"):
+        run(tmp_path, "review", review_variant="latest")

@@ -28,20 +28,29 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
             str(corpus), "--out", str(out)]
     assert bench.main(argv) == 0
     table = json.loads((out / "benchmark.json").read_text())
-    assert set(table) == {"single", "review"}
-    assert table["review"]["cost"]["x_single"]["calls"] == 21.0
-    assert table["review"]["metrics"]["concepts"]["n"] == 3
+    assert set(table["frameworks"]) == {"single", "review"}
+    assert [m["key"] for m in table["metrics"]][:5] == ["concepts", "logic", "characters", "world_building", "ethics"]
+    assert table["frameworks"]["review"]["cost"]["x_single"]["calls"] == 21.0
+    assert table["frameworks"]["review"]["metrics"]["concepts"]["n"] == 3
     md = (out / "benchmark.md").read_text()
-    assert "| review |" in md and "Tokens × single" in md
+    assert "| review |" in md and "Tokens × single" in md and "(se " in md
+    assert json.loads((out / "manifest.json").read_text())["config"]["frameworks"] == ["single", "review"]
     journals = {fw: [r["key"] for r in read_jsonl(out / fw / "calls.jsonl")] for fw in ("single", "review")}
-    scores = (out / "eval" / "scores.jsonl").read_text()
+    scores = {fw: (out / fw / "eval" / "scores.jsonl").read_text() for fw in ("single", "review")}
 
     (out / "review" / "stories.jsonl").write_text("")  # as if interrupted before review's stories were saved
     assert bench.main(argv) == 0
     for fw, keys in journals.items():  # nothing regenerated: every call was replayed from the journal
         assert [r["key"] for r in read_jsonl(out / fw / "calls.jsonl")] == keys
     assert len(list(read_jsonl(out / "review" / "stories.jsonl"))) == 3
-    assert (out / "eval" / "scores.jsonl").read_text() == scores
+    for fw, text in scores.items():
+        assert (out / fw / "eval" / "scores.jsonl").read_text() == text
+
+    # Each framework is a run of its own: the benchmark's runs compare directly.
+    compare = load_script("compare")
+    assert compare.main(["--run", f"base={out / 'single'}", "--run", f"review={out / 'review'}",
+                         "--out", str(tmp_path / "cmp"), "--boot", "100"]) == 0
+    assert (tmp_path / "cmp" / "comparison.md").is_file()
 
 
 def test_sweep_on_a_tiny_grid(tmp_path, corpus):
@@ -49,7 +58,7 @@ def test_sweep_on_a_tiny_grid(tmp_path, corpus):
     out = tmp_path / "sweep"
     assert sweep.main(["--grid", "rounds=1,3", "--grid", "agents=2,3", "--limit", "1", "--max-new-tokens", "8",
                        "--reference-dir", str(corpus), "--out", str(out)]) == 0
-    results = json.loads((out / "sweep.json").read_text())
+    results = json.loads((out / "sweep.json").read_text())["axes"]
     assert [p["value"] for p in results["rounds"]] == [1, 3]
     assert [p["summary"]["concepts"]["n"] for p in results["agents"]] == [2, 3]
     # Review makes N*R writing calls and N*(N-1)*(R-1) review calls per prompt.
@@ -61,6 +70,7 @@ def test_sweep_on_a_tiny_grid(tmp_path, corpus):
     assert (out / "sweep_rounds.png").stat().st_size > 1000
     md = (out / "sweep.md").read_text()
     assert "## rounds" in md and "Tokens/prompt" in md and " ± " in md
+    assert json.loads((out / "manifest.json").read_text())["config"]["grid"] == ["rounds=1,3", "agents=2,3"]
 
 
 def test_sweep_rejects_a_bad_grid():

@@ -1,4 +1,4 @@
-"""Fixtures for the GRPO tests: a tiny reference corpus, a deterministic fake encoder, fresh caches."""
+"""Fixtures for the GRPO tests: a tiny reference corpus, a deterministic fake encoder, a reward context."""
 
 from __future__ import annotations
 
@@ -28,18 +28,16 @@ def write_corpus(directory: Path) -> Path:
 
 
 @pytest.fixture
-def fake_embedder(monkeypatch) -> FakeEmbedder:
-    """Every reward's encoder is the fake one; reward-side caches start empty."""
-    from rewards import embedding, reference
+def fake_embedder() -> FakeEmbedder:
+    return FakeEmbedder(name="fake")
 
-    fake = FakeEmbedder(name="fake")
-    monkeypatch.setattr(embedding, "get_embedder", lambda name: fake)
-    monkeypatch.setattr(reference, "get_embedder", lambda name: fake)
-    embedding._cache.clear()
-    reference.reference_metrics.cache_clear()
-    yield fake
-    embedding._cache.clear()
-    reference.reference_metrics.cache_clear()
+
+@pytest.fixture
+def context(fake_embedder):
+    """A reward context whose every encoder is the fake one (fresh caches for each test)."""
+    from rewards import RewardContext
+
+    return RewardContext(encoder=lambda name: fake_embedder)
 
 
 @pytest.fixture

@@ -25,35 +25,35 @@ def corpus(fake_embedder, tiny_reference):
     return load_reference(tiny_reference, fake_embedder)
 
 
-def test_kl_reward_is_the_unigram_kl_metric(corpus):
-    out = kl(PROMPTS, [chat(s) for s in STORIES], alpha=0.01)
+def test_kl_reward_is_the_unigram_kl_metric(corpus, context):
+    out = kl(PROMPTS, [chat(s) for s in STORIES], context=context, alpha=0.01)
     expected = [unigram_kl(s, UnigramReference(corpus.counts), alpha=0.01) for s in STORIES]
     assert out == pytest.approx(expected)
 
 
-def test_novelty_cos_reward_is_the_cosine_novelty_metric(corpus, fake_embedder):
-    out = novelty_cos(PROMPTS, [chat(s) for s in STORIES])
+def test_novelty_cos_reward_is_the_cosine_novelty_metric(corpus, fake_embedder, context):
+    out = novelty_cos(PROMPTS, [chat(s) for s in STORIES], context=context)
     metric = CosineNovelty(corpus.embeddings)
     expected = [metric(fake_embedder.encode(chunk_words(s, corpus.chunk_size))) for s in STORIES]
     assert out == pytest.approx(expected)
 
 
-def test_volume_gain_reward_is_the_volume_gain_metric(corpus, fake_embedder):
-    out = volume_gain(PROMPTS, [chat(s) for s in STORIES])
+def test_volume_gain_reward_is_the_volume_gain_metric(corpus, fake_embedder, context):
+    out = volume_gain(PROMPTS, [chat(s) for s in STORIES], context=context)
     expected = [naive_volume_gain(corpus.embeddings, fake_embedder.encode(chunk_words(s, corpus.chunk_size)))
                 for s in STORIES]
     assert out == pytest.approx(expected, rel=1e-6, abs=1e-8)
 
 
-def test_empty_completions_get_none(corpus):
+def test_empty_completions_get_none(corpus, context):
     completions = [chat(""), chat(STORIES[0])]
     for reward in (kl, novelty_cos, volume_gain):
-        out = reward(PROMPTS[:2], completions)
+        out = reward(PROMPTS[:2], completions, context=context)
         assert out[0] is None and out[1] is not None
 
 
-def test_embedding_rewards_share_one_encoder_pass_per_step(corpus, fake_embedder):
-    funcs = build_rewards(["novelty_cos", "volume_gain", "group_diversity"])
+def test_embedding_rewards_share_one_encoder_pass_per_step(corpus, fake_embedder, context):
+    funcs = build_rewards(["novelty_cos", "volume_gain", "group_diversity"], context=context)
     fake_embedder.calls.clear()
     completions = [chat(s) for s in STORIES]
     score_batch(funcs, PROMPTS, completions, prompt_id=["p"] * 3)
@@ -62,36 +62,38 @@ def test_embedding_rewards_share_one_encoder_pass_per_step(corpus, fake_embedder
     assert len(fake_embedder.calls) == 2  # a new step's batch is embedded anew
 
 
-def test_reference_is_loaded_once_per_process(corpus, fake_embedder, monkeypatch):
-    from rewards import reference
+def test_reference_is_loaded_once_per_context(corpus, fake_embedder, context, monkeypatch):
+    from eval.reference import ReferenceCorpus
 
-    reference.reference_metrics.cache_clear()
     loads = []
-    real = reference.load_reference
-    monkeypatch.setattr(reference, "load_reference", lambda *a, **k: loads.append(1) or real(*a, **k))
+    real = ReferenceCorpus.load.__func__
+    monkeypatch.setattr(ReferenceCorpus, "load", classmethod(lambda cls, *a, **k: loads.append(1) or real(cls, *a, **k)))
     for _ in range(3):
-        novelty_cos(PROMPTS, [chat(s) for s in STORIES])
-        kl(PROMPTS, [chat(s) for s in STORIES])
+        novelty_cos(PROMPTS, [chat(s) for s in STORIES], context=context)
+        kl(PROMPTS, [chat(s) for s in STORIES], context=context)
     assert len(loads) == 1
 
 
-def test_missing_reference_is_a_clear_error(fake_embedder, monkeypatch):
+def test_missing_reference_is_a_clear_error(context, monkeypatch):
     from generate.common.errors import UsageError
 
     monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)
     with pytest.raises(UsageError, match="SCIFI_REFERENCE_DIR"):
-        novelty_cos(PROMPTS, [chat(STORIES[0])] * 3)
+        novelty_cos(PROMPTS, [chat(STORIES[0])] * 3, context=context)
 
 
-def test_surprisal_reward_is_the_surprisal_metric(monkeypatch):
-    from eval.surprisal import surprisal as metric
-    from rewards import surprisal as module
+def test_surprisal_reward_is_the_surprisal_metric(context, monkeypatch):
+    from eval.metrics.surprisal import surprisal as metric
+    from rewards.surprisal import surprisal
 
     class Scorer:  # log p = -1 for every token of a 1-token-per-word story
+        context_length = None
+
         def score(self, pairs, batch_size=None):
             return [[-1.0] * len(story.split()) for _, story in pairs]
 
-    monkeypatch.setattr(module, "get_scorer", lambda model, batch_size: Scorer())
+    monkeypatch.setattr(context, "scorer", lambda model, batch_size: Scorer())
     tasks = ["A comet.", "A moon.", "Mars."]
-    out = module.surprisal(PROMPTS, [chat(s) for s in STORIES], task_prompt=tasks)
-    assert out == pytest.approx(metric(Scorer(), tasks, STORIES)) and out == pytest.approx([1.0] * 3)
+    out = surprisal(PROMPTS, [chat(s) for s in STORIES], context=context, task_prompt=tasks)
+    assert out == pytest.approx([m.values["surprisal"] for m in metric(Scorer(), tasks, STORIES)])
+    assert out == pytest.approx([1.0] * 3)

@@ -55,3 +55,25 @@ def test_recipe_settings_take_rewards_and_decoding_from_the_recipe():
     assert settings["reward_weights"] == [2.0] and settings["max_completion_length"] == 40
     assert settings["temperature"] == 1.0  # GRPOConfig's default when the recipe leaves it out
     assert np.isfinite(settings["top_p"])
+
+
+@pytest.mark.slow
+def test_heldout_script_reads_its_options_file_and_writes_a_manifest(tmp_path):
+    """The held-out table is traceable: options from YAML + flags, and a manifest beside it."""
+    from generate.datasets import load_dataset
+    from train.split import split_tasks
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("reward_funcs: [length]\nreward_weights: [1.0]\nreward_options: {length: {target_words: 5}}\n"
+                      "max_completion_length: 6\nseed: 3\n")
+    split_tasks(load_dataset("default"), 0.2, 0, "default").save(tmp_path)
+    options = tmp_path / "heldout.yaml"
+    options.write_text(f"config: {recipe}\nsplit: {tmp_path}\nsamples: 3\n")
+    out = tmp_path / "heldout"
+    assert heldout_reward.main(["--options", str(options), "--samples", "1", "--model", "base=smollm2-135m-instruct",
+                                "--out", str(out)]) == 0
+    report = json.loads((out / "heldout.json").read_text())
+    assert report["samples"] == 1 and len(report["results"]["base"]["stories"]) == 4
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["kind"] == "heldout_reward" and manifest["config"]["samples"] == 1
+    assert manifest["recipe"]["reward_funcs"] == ["length"] and manifest["seed"] == 3

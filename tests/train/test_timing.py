@@ -23,13 +23,13 @@ def test_union_seconds(intervals, names, expected):
 
 
 def test_callback_adds_shares_to_the_log_entry_and_history():
-    timing.take()
-    callback = RewardTimingCallback({"novelty_cos"})
+    timer = timing.Timer()
+    callback = RewardTimingCallback({"novelty_cos"}, timer)
     state, control = TrainerState(), TrainerControl()
     callback.on_step_begin(None, state, control)
-    with timing.timed("judge"):
+    with timer.timed("judge"):
         time.sleep(0.05)
-    with timing.timed("novelty_cos"):
+    with timer.timed("novelty_cos"):
         time.sleep(0.02)
     time.sleep(0.05)
     callback.on_step_end(None, state, control)
@@ -44,7 +44,7 @@ def test_callback_adds_shares_to_the_log_entry_and_history():
 
 
 def test_callback_ignores_the_final_summary_log():
-    callback = RewardTimingCallback(set())
+    callback = RewardTimingCallback(set(), timing.Timer())
     state = TrainerState()
     callback.on_log(None, state, TrainerControl(), logs={"train_runtime": 3.0})
     assert state.log_history == []

@@ -2,31 +2,34 @@
 
 The paper's intrinsic-diversity metric (its eq. 1): S = -1/L sum_j log p(x_j | x_<j), averaged
 over the L story tokens so long and short stories compare. The story is teacher-forced as the
-assistant reply to the single-agent writing prompt for its task (template `single_write`), so
-every framework's stories are scored against the same context: what a plain writer was asked.
+assistant reply to the single-agent writer request for its task (`PromptSet.writer_messages`),
+so every framework's stories are scored against the same context: what a plain writer was asked.
 Multi-agent frameworks' own prompts (personas, feedback) would otherwise make the number depend
 on each framework's context rather than on the story.
 
-One function serves the evaluation and the GRPO reward (`surprisal(scorer, prompts, stories)`),
-batched through `HFBackend.score`.
+Surprisal is defined under one model's distribution: values from different scorers do not
+compare (the paper leaves it out when writers differ), which is why evaluations record their
+scorer and comparisons refuse to mix them.
+
+One function serves the evaluation and the GRPO reward, batched through `HFBackend.score`.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 from typing import Protocol
 
+from eval.metrics.story import EMPTY, Measured
+from eval.text import sanitize
 from generate.common.errors import UsageError
 from generate.prompts import PromptSet, load_prompts
 
-log = logging.getLogger(__name__)
-
-WRITER_TEMPLATE = "single_write"
-
 
 class Scorer(Protocol):
-    def score(self, pairs: list[tuple[list[dict[str, str]], str]], batch_size: int | None = None) -> list[list[float]]:
+    context_length: int | None
+
+    def score(self, pairs: list[tuple[list[dict[str, str]], str]],
+              batch_size: int | None = None) -> list[list[float] | None]:
         ...
 
 
@@ -44,30 +47,37 @@ def as_scorer(model: object) -> Scorer:
 
 
 def surprisal(scorer: object, prompts: list[str], stories: list[str], *, prompt_set: PromptSet | None = None,
-              template: str = WRITER_TEMPLATE, batch_size: int | None = None) -> list[float | None]:
+              batch_size: int | None = None) -> list[Measured]:
     """Mean token surprisal (nats per token) of each story given its writing prompt.
 
     Args:
         scorer: an `HFBackend`, a `Model` wrapping one, or anything with the same `score` method.
         prompts: the task prompt of each story (the SciFi prompt text, not a rendered message).
         stories: the story texts, same length as `prompts`.
-        prompt_set: templates to render the writer message with (default: `configs/prompts/`).
-        template: the template name; the single-agent writing prompt by default.
+        prompt_set: templates to render the writer request with (default: `configs/prompts/`).
         batch_size: sequences per forward pass (default: the scorer's batch size).
 
     Returns:
-        One value per story; None for an empty story (no tokens to average).
+        One `Measured` per story with `surprisal`; missing, with the reason, for an empty story
+        or one that does not fit the scorer's context.
     """
     if len(prompts) != len(stories):
         raise ValueError(f"{len(prompts)} prompts for {len(stories)} stories")
     backend = as_scorer(scorer)
     prompt_set = prompt_set or load_prompts()
-    todo = [i for i, s in enumerate(stories) if s and s.strip()]
-    pairs = [([{"role": "user", "content": prompt_set.render(template, prompt=prompts[i])}], stories[i]) for i in todo]
+    texts = [sanitize(s)[0] for s in stories]
+    out = [Measured() for _ in texts]
+    todo = [i for i, s in enumerate(texts) if s.strip()]
+    for i in set(range(len(texts))) - set(todo):
+        out[i].set("surprisal", None, EMPTY)
+    pairs = [(prompt_set.writer_messages(sanitize(prompts[i])[0]), texts[i]) for i in todo]
     logprobs = backend.score(pairs, batch_size=batch_size) if pairs else []
-    out: list[float | None] = [None] * len(stories)
+    limit = getattr(backend, "context_length", None)
     for i, lp in zip(todo, logprobs):
-        if lp:
-            value = -math.fsum(lp) / len(lp)
-            out[i] = value if math.isfinite(value) else None
+        if lp is None:
+            out[i].set("surprisal", None, f"longer than the scorer's context ({limit} tokens)")
+        elif not lp:
+            out[i].set("surprisal", None, "no story tokens")
+        else:
+            out[i].set("surprisal", -math.fsum(lp) / len(lp))
     return out
