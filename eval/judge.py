@@ -101,8 +101,10 @@ def score_from_logprobs(completion: Completion, prefilled: bool, low: int = 0, h
 
     With a prefilled `Score:` that position is the first generated token; otherwise it follows
     the first run of generated tokens whose text ends in `Score:` (markdown such as `**` around
-    it allowed). Whitespace or markdown tokens there ("Score:" then " " then "4" in tokenizers
-    that split the space off) are stepped over until a position holds digit mass.
+    it allowed). A whitespace or markdown token emitted there ("Score:" then " " then "4" in
+    tokenizers that split the space off) is stepped over unless the digits together are more
+    likely than it: a stray, improbable digit among its alternatives (p = 3e-4 next to a space at
+    p = 0.99) is not the judge's verdict, and renormalising it would read as certainty.
     """
     tokens = completion.logprobs
     if not tokens:
@@ -111,12 +113,19 @@ def score_from_logprobs(completion: Completion, prefilled: bool, low: int = 0, h
     if start is None:
         return None
     for tok in tokens[start:]:
-        value = expected_score({tok.token: tok.logprob, **tok.top}, low, high)
-        if value is not None:
+        dist = {tok.token: tok.logprob, **tok.top}
+        skippable = not tok.token.strip(_SKIPPABLE)
+        if skippable and _digit_mass(dist, low, high) <= math.exp(tok.logprob):
+            continue
+        value = expected_score(dist, low, high)
+        if value is not None or not skippable:
             return value
-        if tok.token.strip(_SKIPPABLE):
-            return None
     return None
+
+
+def _digit_mass(dist: dict[str, float], low: int, high: int) -> float:
+    return sum(math.exp(lp) for t, lp in dist.items() if t.strip().isdigit() and len(t.strip()) == 1
+               and low <= int(t.strip()) <= high)
 
 
 def _after_prefix(tokens) -> int | None:
@@ -141,6 +150,8 @@ class Judgement:
         parse_failures: replies that held no valid score (each re-ask counts again).
         backend_failures: requests lost because the backend stayed down.
         reasons: aspect -> why its score is missing.
+        replies: aspect -> every reply the judge gave in sample mode (re-asks included, in the
+            order received), so a reader can see why a story got its score.
     """
 
     scores: dict[str, float | None]
@@ -149,6 +160,7 @@ class Judgement:
     parse_failures: int = 0
     backend_failures: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
+    replies: dict[str, list[str]] = field(default_factory=dict)
 
     @classmethod
     def empty(cls, aspects: list[str]) -> Judgement:
@@ -271,6 +283,7 @@ class Judge:
                     errors[(i, a)] = _failure(reply)
                     continue
                 out[i].requests += 1
+                out[i].replies.setdefault(a, []).append(reply.text)
                 value = parse_score(reply.text, low, high)
                 if value is None:
                     out[i].parse_failures += 1

@@ -49,6 +49,7 @@ class RewardContext:
         self._judges: dict[tuple, Judge] = {}
         self._inflight: OrderedDict[tuple, tuple[asyncio.AbstractEventLoop, asyncio.Future]] = OrderedDict()
         self._scorers: dict[tuple, Scorer] = {}
+        self._resources: dict[tuple, Any] = {}
 
     # --- encoder and reference -------------------------------------------------------------------
 
@@ -140,6 +141,14 @@ class RewardContext:
             if key not in self._scorers:
                 self._scorers[key] = as_scorer(load_backend(model, batch_size=batch_size))
             return self._scorers[key]
+
+    def resource(self, key: tuple, factory: Callable[[], Any]) -> Any:
+        """A shared resource of another kind (a reward model, a principles judge), built once per
+        context and key."""
+        with self._lock:
+            if key not in self._resources:
+                self._resources[key] = factory()
+            return self._resources[key]
 
     def describe(self) -> dict[str, Any]:
         """What the manifest records about the loaded shared resources."""

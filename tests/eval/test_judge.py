@@ -266,3 +266,16 @@ def test_logprob_mode_with_the_real_default_model() -> None:
     for r in results:
         assert all(v is not None and 0.0 <= v <= 5.0 for v in r.scores.values()), r.scores
     assert judge.stats.parse_failures == 0
+
+
+def test_a_stray_digit_behind_an_emitted_space_is_not_the_verdict() -> None:
+    """After a prefilled "Score:" the model emits " " (p=0.99) with "1" at p=3e-4 among its
+    alternatives: renormalising that digit would read as certainty; the next position decides."""
+    space = TokenLogprob(" ", math.log(0.99), {" ": math.log(0.99), "1": math.log(3e-4)})
+    digit = TokenLogprob("4", math.log(0.6), {"4": math.log(0.6), "2": math.log(0.2)})
+    assert score_from_logprobs(Completion(text=" 4", logprobs=[space, digit]), prefilled=True) == pytest.approx(
+        (4 * 0.6 + 2 * 0.2) / 0.8)
+    assert score_from_logprobs(Completion(text=" ", logprobs=[space]), prefilled=True) is None
+    # A space the digits outweigh is read at once (" 4" spread over the space and the digits).
+    even = TokenLogprob(" ", math.log(0.3), {" ": math.log(0.3), "3": math.log(0.7)})
+    assert score_from_logprobs(Completion(text=" ", logprobs=[even]), prefilled=True) == pytest.approx(3.0)

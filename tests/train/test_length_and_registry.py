@@ -38,7 +38,8 @@ def test_length_rejects_bad_options():
 
 
 def test_every_reward_is_registered_under_its_function_name():
-    assert set(REWARDS) == {"judge", "kl", "novelty_cos", "volume_gain", "surprisal", "length", "group_diversity"}
+    assert set(REWARDS) == {"judge", "kl", "novelty_cos", "volume_gain", "surprisal", "length", "group_diversity",
+                            "reward_model", "principle_judge"}
     for name, entry in REWARDS.items():
         assert entry.func.__name__ == name
 

@@ -1,0 +1,168 @@
+"""Train a Bradley-Terry reward model on curated preference pairs (arXiv 2508.21476, 3.3, 4.4, A.1).
+
+trl's `RewardTrainer` puts a one-output head on the base model (`AutoModelForSequenceClassification`,
+num_labels=1) and minimises -log sigma(r(x, chosen) - r(x, rejected)) over the pairs that
+`python -m rewards.curate` wrote (`preferences.jsonl`: the writer's chat request, chosen and
+rejected stories). LoRA r=16, lr 2e-4, cosine schedule, warmup 0.1: the paper's settings (A.1);
+the head is trained in full (peft's SEQ_CLS task saves it with the adapter).
+
+Pairs are split by prompt (stratified by aspect, `train/split.py`): no prompt has pairs on both
+sides, so the held-out pairwise accuracy measures preferences on prompts the model never saw.
+That accuracy is computed after training with the `reward_model` reward's own scorer on the saved
+model, so it is the number the reward will reproduce. Outputs in `output_dir`: the adapter,
+`merged/` (the model the reward loads), `split.json`, `metrics.json` (held-out accuracy, mean
+margin, pair counts, training seconds), `trainer_state.json`, `manifest.json`.
+
+    accelerate launch train/reward_model.py --config configs/rm/smollm2_cpu.yaml
+    accelerate launch train/reward_model.py --config configs/rm/smollm2_cpu.yaml \
+        --preferences runs/curation/preferences.jsonl --output_dir runs/rm/mine
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+from datasets import Dataset
+from trl import ModelConfig, RewardConfig, RewardTrainer, TrlParser, get_peft_config
+
+from generate.common.cli import run_cli
+from generate.common.errors import UsageError
+from generate.common.jsonl import read_jsonl
+from generate.common.manifest import sha256_bytes, sha256_text, write_manifest
+from generate.datasets import Task
+from rewards.reward_model import MERGED_DIR, RewardModelScorer
+from train.model import resolve_model_path
+from train.split import Split, split_tasks
+
+log = logging.getLogger("train.reward_model")
+COLUMNS = ("prompt", "chosen", "rejected")
+
+
+@dataclass
+class RMScriptArguments:
+    """Which preference pairs to train on and how to hold prompts out."""
+
+    preferences: list[str] = field(default_factory=lambda: ["runs/curation/preferences.jsonl"],
+                                   metadata={"help": "preferences.jsonl files written by python -m rewards.curate"})
+    eval_fraction: float = field(default=0.25, metadata={"help": "share of prompts held out (by aspect)"})
+    split_seed: int = field(default=0, metadata={"help": "seed of the by-prompt split"})
+    save_merged: bool = field(default=True, metadata={"help": "save the merged model in <output_dir>/merged"})
+
+
+def load_pairs(paths: list[str]) -> list[dict]:
+    pairs = []
+    for path in paths:
+        if not Path(path).is_file():
+            raise UsageError(f"preferences file not found: {path} (write one with python -m rewards.curate)")
+        pairs.extend(read_jsonl(path))
+    if not pairs:
+        raise UsageError(f"no preference pairs in {', '.join(paths)}: the curation found no good/bad pair of "
+                         "responses to one prompt; curate more candidates per prompt")
+    return pairs
+
+
+def prompt_key(pair: dict) -> str:
+    """A pair's prompt identity: the curated `prompt_sha256`, else a hash of the prompt itself."""
+    return pair.get("prompt_sha256") or sha256_text(json.dumps(pair["prompt"], sort_keys=True))
+
+
+def split_pairs(pairs: list[dict], fraction: float, seed: int, source: str) -> tuple[list[dict], list[dict], Split]:
+    """Train and held-out pairs, split by prompt and stratified by aspect."""
+    tasks = {prompt_key(p): Task(prompt_key(p), p.get("aspect") or "", prompt_key(p)) for p in pairs}
+    split = split_tasks(list(tasks.values()), fraction, seed, source)
+    held = set(split.eval)
+    return [p for p in pairs if prompt_key(p) not in held], [p for p in pairs if prompt_key(p) in held], split
+
+
+def pairwise_accuracy(scorer: RewardModelScorer, pairs: list[dict], batch_size: int = 16) -> dict:
+    """Share of pairs whose chosen story outscores the rejected one, and the mean margin."""
+    prompts = [p["prompt"] for p in pairs]
+    chosen = scorer.score(prompts, [p["chosen"][-1]["content"] for p in pairs], batch_size)
+    rejected = scorer.score(prompts, [p["rejected"][-1]["content"] for p in pairs], batch_size)
+    margins = [c - r for c, r in zip(chosen, rejected) if c is not None and r is not None]
+    return {"n": len(margins), "accuracy": sum(m > 0 for m in margins) / len(margins) if margins else None,
+            "mean_margin": sum(margins) / len(margins) if margins else None}
+
+
+def export_merged(output_dir: str | Path, base_model: str) -> Path:
+    """Merge the saved adapter (and trained head) into the base model; save it with its tokenizer
+    in `output_dir/merged`, float32 (as train/model.py's writer export, for the same reason)."""
+    from peft import PeftModel
+    from transformers import AutoModelForSequenceClassification, AutoTokenizer
+    from trl.trainer.reward_trainer import suppress_seqcls_warning
+
+    output_dir, target = Path(output_dir), Path(output_dir) / MERGED_DIR
+    tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
+    if (output_dir / "adapter_config.json").is_file():
+        with suppress_seqcls_warning():  # the head comes from the adapter, not from the base checkpoint
+            base = AutoModelForSequenceClassification.from_pretrained(base_model, num_labels=1, dtype=torch.float32)
+        model = PeftModel.from_pretrained(base, str(output_dir)).merge_and_unload()
+    else:
+        model = AutoModelForSequenceClassification.from_pretrained(str(output_dir), dtype=torch.float32)
+    model.config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(target)
+    tokenizer.save_pretrained(target)
+    return target
+
+
+def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args: ModelConfig) -> dict:
+    # 1. Pairs, split by prompt: held-out prompts never reach training.
+    pairs = load_pairs(script_args.preferences)
+    train_pairs, eval_pairs, split = split_pairs(pairs, script_args.eval_fraction, script_args.split_seed,
+                                                 ",".join(script_args.preferences))
+    if not train_pairs:
+        raise UsageError("the split leaves no training pair; lower eval_fraction or curate more prompts")
+    log.info("%d pairs: %d train (%d prompts), %d held out (%d prompts)", len(pairs), len(train_pairs),
+             len(split.train), len(eval_pairs), len(split.eval))
+
+    # 2. trl's RewardTrainer on the base writer (alias, hf: spec or directory), LoRA when use_peft.
+    model_path = resolve_model_path(model_args.model_name_or_path)
+    training_args.model_init_kwargs = {"dtype": model_args.dtype, **(training_args.model_init_kwargs or {})}
+    dataset = Dataset.from_list([{k: p[k] for k in COLUMNS} for p in train_pairs])
+    eval_set = Dataset.from_list([{k: p[k] for k in COLUMNS} for p in eval_pairs]) if eval_pairs else None
+    trainer = RewardTrainer(model=model_path, args=training_args, train_dataset=dataset, eval_dataset=eval_set,
+                            peft_config=get_peft_config(model_args))
+    start = time.perf_counter()
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    seconds = time.perf_counter() - start
+    trl_eval = trainer.evaluate() if eval_set is not None else {}
+    trainer.save_model(training_args.output_dir)
+
+    # 3. Merged model, held-out accuracy with the reward's scorer, curves, manifest.
+    metrics: dict = {}
+    if trainer.accelerator.is_main_process:
+        out = Path(training_args.output_dir)
+        split.save(out)
+        trainer.state.save_to_json(str(out / "trainer_state.json"))
+        if script_args.save_merged:
+            scorer = RewardModelScorer(export_merged(out, model_path), device="cpu" if training_args.use_cpu else "auto")
+            heldout = pairwise_accuracy(scorer, eval_pairs) if eval_pairs else None
+        else:
+            heldout = None
+        metrics = {"heldout": heldout, "trl_eval": trl_eval, "train_seconds": round(seconds, 1),
+                   "pairs": {"train": len(train_pairs), "heldout": len(eval_pairs)},
+                   "prompts": {"train": len(split.train), "heldout": len(split.eval)},
+                   "train_loss": next((h["train_loss"] for h in reversed(trainer.state.log_history)
+                                       if "train_loss" in h), None)}
+        (out / "metrics.json").write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        write_manifest(out, kind="reward_model", seed=training_args.seed,
+                       config={"script": vars(script_args), "model": vars(model_args),
+                               "training": training_args.to_dict(), "resolved_model": model_path},
+                       extra={"preferences_sha256": {p: sha256_bytes(Path(p).read_bytes())
+                                                     for p in script_args.preferences}, "metrics": metrics})
+        log.info("held-out pairwise accuracy: %s; training took %.0fs; model in %s", heldout, seconds, out)
+    trainer.accelerator.wait_for_everyone()
+    return metrics
+
+
+def cli(argv=None) -> None:
+    main(*TrlParser((RMScriptArguments, RewardConfig, ModelConfig)).parse_args_and_config(argv))
+
+
+if __name__ == "__main__":
+    run_cli(cli)
