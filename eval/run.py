@@ -25,10 +25,11 @@ from eval.report import write_reports
 from eval.rubric import MODES, load_rubric
 from eval.stories import load_stories
 from eval.text import sanitize
-from generate.backends import Model, backend_options, load_model
+from generate.backends import Model, RetryStats, backend_options, load_model
 from generate.common.errors import UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
-from generate.common.manifest import sha256_text, write_manifest
+from generate.common.lock import output_lock
+from generate.common.manifest import sha256_text, update_manifest, write_manifest
 from generate.prompts import WRITER_TEMPLATE, load_prompts
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,10 @@ class Evaluator:
 
     def run(self) -> Path:
         stories = load_stories(self.cfg.stories)
+        with output_lock(self.out):  # one writer per directory, taken before anything is read
+            return self._run(stories)
+
+    def _run(self, stories: list[dict]) -> Path:
         _check_resumable(self.out, self.cfg)
         self.out.mkdir(parents=True, exist_ok=True)
         scores = self.out / "scores.jsonl"
@@ -126,9 +131,13 @@ class Evaluator:
         if todo:  # a run with nothing left to score keeps the manifest of the run that scored
             _check_provenance(self.out, self.provenance())
             self._write_manifest(stories)
+        before = {spec: m.stats.copy() for spec, m in self._models.items()}
         for chunk in tqdm(_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
                           disable=len(todo) <= 1):
             append_jsonl(scores, self._score_chunk(chunk, done))
+        if todo:  # what the faults of this invocation cost, per model and cause
+            update_manifest(self.out, {"reliability": {
+                spec: m.stats.since(before.get(spec, RetryStats())).to_json() for spec, m in self._models.items()}})
         write_reports(self.out, list(read_jsonl(scores)), self.catalog, (self.rubric.low, self.rubric.high))
         return self.out
 

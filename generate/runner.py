@@ -24,8 +24,9 @@ from tqdm.auto import tqdm
 from generate.backends import ChatRequest, Completion, Model, SamplingParams, backend_options, load_model
 from generate.clean import clean_reply
 from generate.common.errors import PartialFailure, UsageError
-from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
-from generate.common.manifest import sha256_text, write_manifest
+from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl
+from generate.common.lock import output_lock
+from generate.common.manifest import sha256_text, update_manifest, write_manifest
 from generate.datasets import Task, dataset_sha256, load_dataset, spread_over_aspects
 from generate.frameworks import Call, Settings, Step, get_framework
 from generate.journal import FailureLog, Journal, call_seed
@@ -102,8 +103,7 @@ def finished_prompts(path: Path) -> set[str]:
     if len(complete) != len(counts):
         kept = [r for r in rows if r["prompt_id"] in complete]
         log.warning("%s: dropping %d stories of prompts interrupted mid-write", path, len(rows) - len(kept))
-        path.write_text("")
-        append_jsonl(path, kept)
+        rewrite_jsonl(path, kept)
     return complete
 
 
@@ -201,7 +201,12 @@ class Runner:
             PromptsFailed: after the run, when prompts failed (a reply still blank after the
                 re-asks, a request the backend refused); they are in `self.failed` and
                 failed.jsonl, not in the stories.
+            OutputLocked: another live process is writing to the same output directory.
         """
+        with output_lock(self.out):  # one writer per directory, taken before anything is read
+            return self._run()
+
+    def _run(self) -> Path:
         check_resumable(self.out, self.cfg, {"prompts": self.prompt_sha256, "template_sha256": {
             name: sha256_text(text) for name, text in self.prompts.texts().items()}})
         self.out.mkdir(parents=True, exist_ok=True)
@@ -217,11 +222,14 @@ class Runner:
                               "prompts": self.prompt_sha256})
         journal, failures = Journal(self.out / "calls.jsonl"), FailureLog(self.failed_path)
         self.failed = {}
+        before = self.model.stats.copy() if todo else None
         size = max(1, self.cfg.chunk_prompts)
         for start in tqdm(range(0, len(todo), size), desc=f"{self.cfg.framework} prompts", unit="chunk",
                           disable=len(todo) <= size):
             chunk = todo[start:start + size]
             append_jsonl(stories, self._run_chunk(chunk, journal, failures))
+        if before is not None:  # what the faults of this invocation cost, by cause
+            update_manifest(self.out, {"reliability": self.model.stats.since(before).to_json()})
         if self.failed:
             log.warning("%d prompt(s) failed (reasons in %s): %s", len(self.failed), self.failed_path,
                         "; ".join(f"{pid}: {why}" for pid, why in self.failed.items()))

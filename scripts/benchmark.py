@@ -24,7 +24,7 @@ from pathlib import Path
 from eval.benchmark import write_benchmark
 from eval.run import EvalConfig, Evaluator
 from eval.view import write_view
-from generate.backends import load_model
+from generate.backends import backend_options, load_model
 from generate.common.cli import run_cli
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
@@ -62,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(BenchmarkConfig, argv, prog="python scripts/benchmark.py", description=__doc__.split("\n")[0])
     out = Path(cfg.out)
     write_manifest(out, kind="benchmark", config=asdict(cfg), seed=cfg.seed)
-    model = load_model(cfg.model, batch_size=cfg.batch_size)
+    model = load_model(cfg.model, **backend_options(cfg.model, batch_size=cfg.batch_size))
     failed: dict[str, dict[str, str]] = {}
     for name in cfg.frameworks:
         runner = Runner(RunConfig(framework=name, model=cfg.model, dataset=cfg.dataset, limit=cfg.limit,

@@ -27,7 +27,7 @@ from eval.metrics.catalog import JUDGE, Catalog
 from eval.plotting import pyplot
 from eval.report import CELL_NOTE, cell, read_summary
 from eval.run import EvalConfig, Evaluator
-from generate.backends import load_model
+from generate.backends import backend_options, load_model
 from generate.common.cli import run_cli
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
@@ -113,7 +113,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     grid = parse_grid(cfg.grid)
     out = Path(cfg.out)
     write_manifest(out, kind="sweep", config=asdict(cfg), seed=cfg.seed)
-    model = load_model(cfg.model)
+    model = load_model(cfg.model, **backend_options(cfg.model, batch_size=8))
     results: dict[str, list[dict]] = {}
     catalog = None
     failed: dict[str, dict[str, str]] = {}

@@ -22,13 +22,17 @@ Launch (one recipe per experiment, any recipe field can be overridden on the com
         --config configs/grpo/llama32_1b.yaml
 
 `accelerate launch train/grpo.py --config configs/grpo/smollm2_cpu.yaml` (accelerate's default
-config) works too. The repository must be importable: `make setup` installs it in editable mode,
+config) works too. A run that was killed resumes when the same command is run again: from the
+newest complete checkpoint in `output_dir` (the recipes checkpoint every few steps), or from the
+one `--resume_from_checkpoint <dir>` names. The repository must be importable: `make setup` installs it in editable mode,
 otherwise set PYTHONPATH to the repository root.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from pathlib import Path
 
 from trl import GRPOConfig, ModelConfig, TrlParser, get_peft_config
@@ -61,6 +65,33 @@ def check_rewards(funcs, weights) -> None:
     log.info("reward check: %s -> totals %s", values, totals)
 
 
+def last_checkpoint(output_dir: str | Path) -> str | None:
+    """The newest complete `checkpoint-N` in `output_dir`: one whose trainer_state.json, which the
+    trainer writes last, is whole. A checkpoint cut short by a kill is skipped, not resumed from."""
+    steps = []
+    for path in Path(output_dir).glob("checkpoint-*"):
+        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+        try:
+            if match:
+                json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
+                steps.append((int(match.group(1)), str(path)))
+        except (OSError, ValueError):
+            continue
+    return max(steps)[1] if steps else None
+
+
+def resume_point(training_args: GRPOConfig) -> str | None:
+    """Where training starts: the checkpoint `resume_from_checkpoint` names, else (also for
+    `true`/`last`) the newest complete one in `output_dir`, else the beginning."""
+    requested = training_args.resume_from_checkpoint
+    if requested not in (None, True, "true", "True", "last"):
+        return requested
+    found = last_checkpoint(training_args.output_dir)
+    if found:
+        log.info("resuming from %s", found)
+    return found
+
+
 def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
     # 1. Prompts: train on the training part of a by-prompt split, saved for the evaluation.
     tasks = load_dataset(script_args.dataset)
@@ -80,6 +111,8 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
     training_args.model_init_kwargs = {"dtype": model_args.dtype, "revision": model_args.model_revision,
                                        "attn_implementation": model_args.attn_implementation,
                                        **(training_args.model_init_kwargs or {})}
+    if not training_args.push_to_hub:  # the trainer pickles its args into every checkpoint
+        training_args.hub_token = None
     trainer = GRPOTrainer(model=model_path, reward_funcs=reward_funcs, args=training_args, train_dataset=train_set,
                           peft_config=get_peft_config(model_args),
                           callbacks=[RewardTimingCallback(novelty, context.timer)])
@@ -91,7 +124,7 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
         split.save(training_args.output_dir)
 
     # 4. Train, then save the adapter, the merged model, the curves and the manifest.
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=resume_point(training_args))
     trainer.save_model(training_args.output_dir)
     log.info("model (LoRA adapter when use_peft) saved to %s", training_args.output_dir)
     if trainer.accelerator.is_main_process:

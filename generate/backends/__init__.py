@@ -9,7 +9,7 @@ import importlib
 from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob
-from generate.backends.model import BackendUnavailable, Model, RetryPolicy
+from generate.backends.model import BackendUnavailable, Model, RetryPolicy, RetryStats
 from generate.common.errors import UsageError
 
 BACKENDS: dict[str, str] = {
@@ -23,7 +23,7 @@ ALIASES: dict[str, str] = {
     "smollm2-135m-instruct": "generate.backends.embedded:smollm2_spec",
 }
 
-__all__ = ["Backend", "BackendUnavailable", "ChatRequest", "Completion", "Model", "RetryPolicy",
+__all__ = ["Backend", "BackendUnavailable", "ChatRequest", "Completion", "Model", "RetryPolicy", "RetryStats",
            "SamplingParams", "TokenLogprob", "backend_options", "load_backend", "load_model", "resolve_spec"]
 
 

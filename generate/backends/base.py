@@ -66,7 +66,18 @@ class Completion:
 
 
 class TransientBackendError(Exception):
-    """A failure worth retrying: rate limit, 5xx, timeout, dropped connection."""
+    """A failure worth retrying: rate limit, 5xx, timeout, dropped connection, malformed reply.
+
+    Attributes:
+        cause: the kind of failure, as `Model` counts retries in the manifests ("HTTP 429",
+            "timeout", "malformed reply", ...); the message when not given.
+        retry_after: seconds the server asked us to wait (a 429's Retry-After), if any.
+    """
+
+    def __init__(self, message: str, *, cause: str | None = None, retry_after: float | None = None):
+        super().__init__(message)
+        self.cause = cause or message
+        self.retry_after = retry_after
 
 
 class Backend(abc.ABC):
@@ -96,6 +107,9 @@ class Backend(abc.ABC):
     def describe(self) -> dict:
         """What the manifest records about this backend (never credentials)."""
         return {"backend": type(self).__name__, "model": self.model}
+
+    async def aclose(self) -> None:  # noqa: B027 - optional hook
+        """Release what belongs to the running event loop (connection pools) before it ends."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""

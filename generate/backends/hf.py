@@ -98,7 +98,13 @@ class HFBackend(Backend):
         with self._lock:
             if requests[0].seed is not None:
                 torch.manual_seed(requests[0].seed)
-            out = self.lm.generate(**enc, **kwargs)
+            try:
+                out = self.lm.generate(**enc, **kwargs)
+            except torch.OutOfMemoryError:
+                # `Model` retries this batch one request at a time: give it the memory back first.
+                if torch.cuda.is_available():
+                    torch.cuda.empty_cache()
+                raise
         new = out.sequences[:, enc["input_ids"].shape[1]:]
         stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()

@@ -3,16 +3,28 @@
 Callers hand it every request of a phase at once; it groups requests that can share one engine
 call (same decoding settings), sorts them by length to cut padding, splits them into the
 backend's batch size and keeps up to `concurrency` calls in flight.
+
+Failures never stop a run from here. A transient one (429, 5xx, timeout, dropped connection,
+malformed reply) is retried with bounded exponential backoff, honouring a server's Retry-After
+up to a cap; a call still failing after every retry comes back as a `Completion` with `error`
+set, so its caller fails that one item (a prompt, a judgement) and the others go on. A batch
+that raises a non-transient RuntimeError or MemoryError (out of memory on one huge request) is
+split and retried one request at a time, so only the offending request fails. Only when every
+call of a batch gives up (a server that is down, a wrong URL) does `BackendUnavailable` stop the
+run, since failing each item would only bury that one cause. Bad requests the user must fix
+(400/401/404) raise at once. Every retry is counted by cause in `stats`, which the generation
+and evaluation manifests record.
 """
 
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import random
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
@@ -25,7 +37,11 @@ OnDone = Callable[[list[int], list[Completion]], None]
 
 
 class BackendUnavailable(UsageError):
-    """The backend kept failing after every retry (server down, timeouts)."""
+    """Every call of a batch kept failing after its retries: the server is down or unreachable,
+    not one reply broken. Raised after the calls that did finish were handed to `on_done`."""
+
+
+GAVE_UP = "unavailable"  # finish_reason of a call that still failed after every retry
 
 
 @dataclass
@@ -33,7 +49,38 @@ class RetryPolicy:
     retries: int = 5
     backoff: float = 1.0  # seconds before the first retry; doubles each time (with jitter)
     max_backoff: float = 30.0
+    max_retry_after: float = 60.0  # a server's Retry-After is honoured up to this many seconds
     empty_retries: int = 2  # a blank completion is re-asked with another seed before it is kept
+
+
+@dataclass
+class RetryStats:
+    """What failures cost a model: retries by cause, calls given up, seconds spent waiting.
+
+    Attributes:
+        retries: cause ("HTTP 429", "timeout", "malformed reply", ...) -> retries made.
+        failed_calls: cause -> requests that still failed after every retry.
+        split_batches: batches that raised (e.g. out of memory) and were retried one by one.
+        waited_s: seconds slept in backoff before retries.
+    """
+
+    retries: Counter = field(default_factory=Counter)
+    failed_calls: Counter = field(default_factory=Counter)
+    split_batches: int = 0
+    waited_s: float = 0.0
+
+    def copy(self) -> RetryStats:
+        return RetryStats(Counter(self.retries), Counter(self.failed_calls), self.split_batches, self.waited_s)
+
+    def since(self, before: RetryStats) -> RetryStats:
+        """What happened after the snapshot `before` (a model shared by several runs)."""
+        return RetryStats(self.retries - before.retries, self.failed_calls - before.failed_calls,
+                          self.split_batches - before.split_batches, self.waited_s - before.waited_s)
+
+    def to_json(self) -> dict:
+        return {"retries": dict(sorted(self.retries.items())), "total_retries": sum(self.retries.values()),
+                "failed_calls": dict(sorted(self.failed_calls.items())), "split_batches": self.split_batches,
+                "waited_s": round(self.waited_s, 3)}
 
 
 class Model:
@@ -46,6 +93,8 @@ class Model:
         self.timeout = timeout if timeout is not None else backend.timeout
         self.concurrency = concurrency or backend.max_concurrency
         self.calls = 0
+        self.stats = RetryStats()
+        self._active = 0  # agenerate calls in flight: the last one out releases the loop's resources
 
     @property
     def name(self) -> str:
@@ -74,14 +123,21 @@ class Model:
                 on_done(idx, outs)
             bar.update(len(idx))
 
+        self._active += 1
         try:
             # Let every chunk finish (and be journaled by `on_done`) before reporting a failure.
             outcomes = await asyncio.gather(*(run(idx) for idx in chunks), return_exceptions=True)
         finally:
             bar.close()
+            self._active -= 1
+            if not self._active:  # else a client pool outlives its loop and fails when collected
+                await self.backend.aclose()
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         if errors:
             raise errors[0]
+        if results and all(r is not None and r.finish_reason == GAVE_UP for r in results):
+            raise BackendUnavailable(f"{self.name}: every call failed ({results[0].error}); finished calls are "
+                                     "saved: re-run the same command to resume")
         self.calls += len(requests)
         return results  # type: ignore[return-value]
 
@@ -112,26 +168,59 @@ class Model:
         return outs
 
     async def _call(self, batch: list[ChatRequest]) -> list[Completion]:
-        last: Exception | None = None
-        for attempt in range(self.policy.retries + 1):
+        """One engine call with retries; a batch that raises RuntimeError/MemoryError (out of
+        memory on one huge request) is retried one request at a time."""
+        try:
+            return await self._retrying(batch)
+        except (MemoryError, RuntimeError) as exc:
+            if isinstance(exc, (NotImplementedError, RecursionError)):  # bugs, not resource limits
+                raise
+            if len(batch) == 1:
+                reason = f"the backend failed on this request: {_describe(exc)}"
+                log.warning("%s: %s", self.name, reason)
+                self.stats.failed_calls[type(exc).__name__] += 1
+                return [_failed(reason)]
+            log.warning("%s: a batch of %d raised %s; retrying its requests one at a time", self.name, len(batch),
+                        _describe(exc))
+            self.stats.split_batches += 1
+            return [out for req in batch for out in await self._call([req])]
+
+    async def _retrying(self, batch: list[ChatRequest]) -> list[Completion]:
+        for attempt in itertools.count():
             try:
                 coro = self.backend.generate(batch)
                 outs = await (asyncio.wait_for(coro, self.timeout) if self.timeout else coro)
                 if len(outs) != len(batch):
-                    raise TransientBackendError(f"backend returned {len(outs)} results for {len(batch)} requests")
+                    raise TransientBackendError(f"backend returned {len(outs)} results for {len(batch)} requests",
+                                                cause="malformed reply")
                 return outs
-            except (TransientBackendError, asyncio.TimeoutError) as exc:
-                last = exc
+            except (TransientBackendError, TimeoutError) as exc:
+                cause = getattr(exc, "cause", "timeout")
                 if attempt == self.policy.retries:
-                    break
-                delay = min(self.policy.max_backoff, self.policy.backoff * 2**attempt) * (1 + 0.25 * random.random())
-                log.warning("%s: %s; retry %d/%d in %.1fs", self.name, _describe(exc), attempt + 1,
+                    reason = f"{cause}: still failing after {self.policy.retries} retries ({_describe(exc)})"
+                    log.warning("%s: %s", self.name, reason)
+                    self.stats.failed_calls[cause] += len(batch)
+                    return [_failed(reason, GAVE_UP) for _ in batch]
+                delay = self._delay(attempt, getattr(exc, "retry_after", None))
+                self.stats.retries[cause] += 1
+                self.stats.waited_s += delay
+                log.warning("%s: %s; retry %d/%d in %.2fs", self.name, _describe(exc), attempt + 1,
                             self.policy.retries, delay)
                 await asyncio.sleep(delay)
-        raise BackendUnavailable(f"{self.name}: still failing after {self.policy.retries} retries ({_describe(last)})")
+        raise AssertionError("unreachable")  # for type checkers: the loop returns
+
+    def _delay(self, attempt: int, retry_after: float | None) -> float:
+        """Exponential backoff with jitter, or the server's Retry-After within its cap."""
+        if retry_after is not None and retry_after >= 0:
+            return min(retry_after, self.policy.max_retry_after)
+        return min(self.policy.max_backoff, self.policy.backoff * 2**attempt) * (1 + 0.25 * random.random())
 
     def close(self) -> None:
         self.backend.close()
+
+
+def _failed(reason: str, finish_reason: str = "error") -> Completion:
+    return Completion(text="", finish_reason=finish_reason, error=reason)
 
 
 def _reseeded(req: ChatRequest, bump: int) -> ChatRequest:
@@ -140,6 +229,6 @@ def _reseeded(req: ChatRequest, bump: int) -> ChatRequest:
 
 
 def _describe(exc: BaseException | None) -> str:
-    if isinstance(exc, asyncio.TimeoutError):
+    if isinstance(exc, TimeoutError):
         return "timed out"
     return f"{type(exc).__name__}: {exc}" if exc else "unknown error"

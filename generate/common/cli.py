@@ -1,29 +1,52 @@
 """Shared CLI plumbing: bad input becomes one line on stderr and exit code 2, a job that finished
-with failed items one line and exit code 1, never a traceback."""
+with failed items one line and exit code 1, never a traceback.
+
+An output location that refuses writes (full disk, read-only, no permission) is bad input too:
+one line, exit 2, and what was written before is intact (`generate.common.files`). The secrets
+the command was given never reach its streams: every log line, error line and traceback is
+scrubbed of them (`generate.common.secrets`).
+"""
 
 from __future__ import annotations
 
 import logging
+import os
 import sys
+import traceback
 from collections.abc import Callable, Sequence
 
 from generate.common.errors import PartialFailure, UsageError
+from generate.common.files import OUTPUT_ERRNOS, output_error
+from generate.common.secrets import ScrubFilter, find_secrets, scrub
+
+NOISY = ("httpx", "httpx2", "openai", "urllib3", "filelock", "sentence_transformers", "accelerate")
 
 
 def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[str] | None = None) -> None:
     """Run a CLI entry point with the project's error contract."""
+    secrets = find_secrets(sys.argv[1:] if argv is None else argv, os.environ)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s", datefmt="%H:%M:%S")
-    for noisy in ("httpx", "openai", "urllib3", "filelock", "sentence_transformers", "accelerate"):
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(ScrubFilter(secrets))
+    for noisy in NOISY:
         logging.getLogger(noisy).setLevel(logging.WARNING)
+
+    def fail(message: str, code: int) -> None:
+        print(scrub(message, secrets), file=sys.stderr)
+        sys.exit(code)
+
     try:
         rc = main(argv)
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(2)
+        fail(f"error: {exc}", 2)
     except PartialFailure as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+        fail(f"error: {exc}", 1)
     except KeyboardInterrupt:
-        print("interrupted: finished work is saved; re-run the same command to resume", file=sys.stderr)
-        sys.exit(130)
+        fail("interrupted: finished work is saved; re-run the same command to resume", 130)
+    except OSError as exc:
+        if exc.errno not in OUTPUT_ERRNOS:
+            fail(traceback.format_exc().rstrip(), 1)
+        fail(f"error: {output_error(exc.filename or 'the output', exc)}", 2)
+    except Exception:  # noqa: BLE001 - a bug: its traceback, without the secrets it may quote
+        fail(traceback.format_exc().rstrip(), 1)
     sys.exit(rc or 0)

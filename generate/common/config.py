@@ -59,6 +59,14 @@ def build_config(cls: type[T], config_path: str | Path | None, overrides: dict[s
         raise UsageError(str(exc)) from None
 
 
+class _Flag(argparse.BooleanOptionalAction):
+    """`--flag` / `--no-flag` for a bool field. argparse's own action reads any option starting
+    with `--no-` as the negation, so `--no-judge` (field `no_judge`) would set it to False."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, option_string == self.option_strings[0])
+
+
 def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
     """Expose each dataclass field as --flag (default None so the YAML value can win)."""
     hints = typing.get_type_hints(cls)
@@ -71,7 +79,7 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[s
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
         help_text = f.metadata.get("help", "")
         if kind is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+            parser.add_argument(flag, dest=f.name, action=_Flag, default=None, help=help_text)
         elif kind in (int, float, str):
             parser.add_argument(flag, dest=f.name, type=kind, default=None, help=help_text)
         elif typing.get_origin(kind) is list:  # "list[str]" -> --flag a b c

@@ -1,11 +1,17 @@
-"""Run manifests: how a result was made (config, versions, commit, seed, template hashes)."""
+"""Run manifests: how a result was made (config, versions, commit, seed, template hashes).
+
+A manifest is replaced atomically (a kill mid-write must not leave a torn manifest, which the
+next run reads to check that it may resume) and never holds a credential: config values and
+command-line flags named like one are redacted, and the secrets the command was given are cut
+out of every string in it (`generate.common.secrets`).
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
-import re
 import subprocess
 import sys
 import time
@@ -13,9 +19,13 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from generate.common.files import write_atomic
+from generate.common.secrets import SECRET_KEY, find_secrets, redact, redact_argv, scrub_values
+
+__all__ = ["SECRET_KEY", "redact", "sha256_bytes", "sha256_text", "update_manifest", "write_manifest"]
+
 PACKAGES = ("torch", "transformers", "trl", "peft", "accelerate", "deepspeed", "vllm", "openai",
             "sentence-transformers", "numpy", "scipy", "llama-cpp-python")
-SECRET_KEY = re.compile(r"(^|_)(api_?key|key|token|secret|password|authorization)$", re.I)
 
 
 def sha256_bytes(data: bytes) -> str:
@@ -49,16 +59,6 @@ def git_commit() -> str | None:
     return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
-def redact(value: Any) -> Any:
-    """Drop anything that looks like a credential, recursively: secrets never reach manifests."""
-    if isinstance(value, dict):
-        return {k: ("<redacted>" if SECRET_KEY.search(str(k)) and v else redact(v))
-                for k, v in value.items()}
-    if isinstance(value, list):
-        return [redact(v) for v in value]
-    return value
-
-
 def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], seed: int | None = None,
                    templates: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> Path:
     """Write `manifest.json` (overwriting: it describes the latest invocation of the run)."""
@@ -67,7 +67,7 @@ def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], se
     manifest = {
         "kind": kind,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        "command": " ".join(sys.argv),
+        "command": " ".join(redact_argv(sys.argv)),
         "config": redact(config),
         "seed": seed,
         "git_commit": git_commit(),
@@ -77,6 +77,18 @@ def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], se
     }
     if extra:
         manifest.update(redact(extra))
-    path = out_dir / "manifest.json"
-    path.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    return _write(out_dir / "manifest.json", manifest)
+
+
+def update_manifest(out_dir: str | Path, fields: dict[str, Any]) -> Path:
+    """Add `fields` to an existing manifest (e.g. the retries a run needed, known at its end)."""
+    path = Path(out_dir) / "manifest.json"
+    manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    manifest.update(redact(fields))
+    return _write(path, manifest)
+
+
+def _write(path: Path, manifest: dict[str, Any]) -> Path:
+    manifest = scrub_values(manifest, find_secrets(sys.argv[1:], os.environ))
+    write_atomic(path, (json.dumps(manifest, indent=2, ensure_ascii=False) + "\n").encode("utf-8"))
     return path

@@ -224,3 +224,22 @@ def test_cli_end_to_end_with_the_real_default_model(tmp_path, tiny_corpus, isola
         assert main(args) == 0
     assert (out / "scores.jsonl").read_text() == before
     assert "3 already scored, 0 to score" in caplog.text
+
+
+def test_two_real_evaluations_compare_with_the_catalog_they_recorded(tmp_path, tiny_corpus, counting_embedder,
+                                                                       isolated_cache) -> None:
+    """The manifests an evaluation writes are what compare reads: its metric catalog must arrive
+    intact (a secret-name rule once redacted every catalog `key` and emptied every comparison)."""
+    from eval.compare import compare, load_run
+
+    runs = {}
+    for name in ("base", "other"):
+        review, single = write_stories(tmp_path / name)
+        (single.parent / "manifest.json").write_text(json.dumps({"dataset_sha256": "d" * 64}))
+        out = evaluate([single], tmp_path / name / "single" / "eval", Fakes(), counting_embedder,
+                       reference_dir=str(tiny_corpus))
+        runs[name] = load_run(name, out.parent)
+    assert runs["base"].catalog.aspects == ASPECTS
+    result = compare(list(runs.values()), n_boot=100)
+    assert result["config"]["metrics"][:6] == ["judge_average", *ASPECTS]
+    assert result["gains"]["concepts"]["other"]["gain"] == 0.0

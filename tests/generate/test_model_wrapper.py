@@ -21,9 +21,11 @@ def test_transient_errors_are_retried_then_succeed():
 
 def test_gives_up_after_bounded_retries_with_clear_error():
     backend = Flaky(failures=10)
+    model = Model(backend, policy=FAST)
     with pytest.raises(BackendUnavailable, match="still failing after 3 retries"):
-        Model(backend, policy=FAST).generate([req("a")])
+        model.generate([req("a")])
     assert backend.attempts == 4
+    assert model.stats.retries == {"HTTP 503": 3} and model.stats.failed_calls == {"HTTP 503": 1}
 
 
 def test_a_hung_call_times_out_and_is_retried():

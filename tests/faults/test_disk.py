@@ -1,0 +1,180 @@
+"""An output location that refuses writes: one `error:` line, exit code 2, and everything written
+before intact (no torn line, a whole manifest) and resumable to the same stories.
+
+A full disk is simulated two ways: portably, by replacing the one function every run output goes
+through (`generate.common.files._write_all`) with one that writes half its bytes and raises
+ENOSPC at the n-th write; and for real, on a tiny tmpfs nearly filled by another file, where the
+kernel itself cuts a write short (needs root to mount; skipped otherwise). An unwritable
+directory is a read-only tmpfs (root, where permissions do not bind) or a mode-555 directory.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+
+import pytest
+
+from generate.__main__ import main as generate_main
+from generate.common import files
+from generate.common.cli import run_cli
+from generate.common.jsonl import read_jsonl
+from tests.conftest import REPO
+from tests.faults.conftest import PYTHON, RUBRIC, cli_env
+from tests.faults.kill import records
+
+REVIEW = ["--framework", "review", "--agents", "2", "--rounds", "2", "--limit", "3", "--model", "openai:stub",
+          "--api-key", "k", "--chunk-prompts", "1"]
+
+
+def generate(stub, out, capsys=None) -> tuple[int, str]:
+    """`python -m generate` in this process: (exit code, the `error:` lines)."""
+    with pytest.raises(SystemExit) as info:
+        run_cli(generate_main, [*REVIEW, "--base-url", stub.base_url, "--out", str(out)])
+    err = capsys.readouterr().err if capsys else ""
+    return info.value.code, [line for line in err.splitlines() if line.startswith("error:")]
+
+
+def stories(out) -> dict:
+    return {s["story_id"]: s["text"] for s in read_jsonl(out / "stories.jsonl")}
+
+
+def assert_intact(out) -> None:
+    for path in out.glob("*.jsonl"):
+        records(path)  # every line whole and valid
+    json.loads((out / "manifest.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def clean(stub, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean")
+    code, _ = generate(stub, out)
+    assert code == 0
+    return stories(out)
+
+
+# The run's writes in order: 1 manifest, 2-7 the first prompt's calls, 8 its stories, 9-14, 15 the
+# second's, 16-21, 22 the third's, 23 the manifest's retry counts.
+@pytest.mark.parametrize("fail_at", [1, 2, 8, 15, 23])
+def test_disk_full_mid_run_is_one_line_and_resumable(stub, clean, tmp_path, monkeypatch, capsys, fail_at):
+    real, writes = files._write_all, []
+
+    def disk_fills(fd: int, data: bytes) -> None:
+        writes.append(len(data))
+        if len(writes) == fail_at:
+            real(fd, data[: len(data) // 2])  # the kernel took half, then the disk was full
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd, data)
+
+    out = tmp_path / "run"
+    with monkeypatch.context() as mp:
+        mp.setattr(files, "_write_all", disk_fills)
+        code, errors = generate(stub, out, capsys)
+    assert code == 2 and len(errors) == 1, errors
+    assert "No space left on device (disk full?)" in errors[0] and "re-run the same command" in errors[0]
+    if fail_at > 1:  # the first write is the manifest: nothing before it to keep
+        assert_intact(out)
+    code, errors = generate(stub, out, capsys)
+    assert code == 0 and not errors
+    assert stories(out) == clean
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+    """A 1 MiB tmpfs of our own, or a skip where mounting is not allowed."""
+    mount = tmp_path / "mnt"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount)], capture_output=True)
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {done.stderr.decode().strip()}")
+    yield mount
+    subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+def cli(stub, out, tmp_path) -> subprocess.CompletedProcess:
+    return subprocess.run([PYTHON, "-m", "generate", *REVIEW, "--base-url", stub.base_url, "--out", str(out)],
+                          cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+
+
+def one_error_line(proc: subprocess.CompletedProcess, text: str) -> None:
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert proc.returncode == 2 and len(errors) == 1 and text in errors[0], proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+
+
+def test_a_real_disk_that_fills_mid_run(stub, clean, tmpfs, tmp_path):
+    out = tmpfs / "run"
+    filler = tmpfs / "filler"
+    stat = os.statvfs(tmpfs)
+    filler.write_bytes(b"\0" * (stat.f_bavail * stat.f_frsize - 3 * 4096))  # 3 pages left: the run needs more
+    full = cli(stub, out, tmp_path)
+    one_error_line(full, "No space left on device")
+    assert "stories.jsonl" in full.stderr or "calls.jsonl" in full.stderr  # mid-run, not at the start
+    assert_intact(out)
+    assert records(out / "calls.jsonl")  # the calls made before the disk filled are kept
+    filler.unlink()
+    done = cli(stub, out, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert stories(out) == clean
+
+
+def test_an_unwritable_output_directory(stub, clean, tmpfs, tmp_path):
+    """A finished part of a run on a disk that became read-only: refused in one line, untouched,
+    and resumed once the disk is writable again."""
+    out = tmpfs / "run"
+    first = subprocess.run([PYTHON, "-m", "generate", *REVIEW[:-4], "--limit", "1", "--api-key", "k",
+                            "--base-url", stub.base_url, "--out", str(out)], cwd=REPO, env=cli_env(tmp_path),
+                           capture_output=True, text=True, timeout=300)
+    assert first.returncode == 0, first.stderr[-2000:]
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    subprocess.run(["mount", "-o", "remount,ro", str(tmpfs)], check=True)
+    one_error_line(cli(stub, out, tmp_path), "Read-only file system")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    subprocess.run(["mount", "-o", "remount,rw", str(tmpfs)], check=True)
+    done = cli(stub, out, tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert stories(out) == clean
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="permissions do not bind root (the tmpfs test covers it)")
+def test_a_directory_without_write_permission(stub, tmp_path):
+    parent = tmp_path / "locked"
+    parent.mkdir(mode=0o555)
+    one_error_line(cli(stub, parent / "run", tmp_path), "Permission denied")
+
+
+def test_disk_full_during_an_evaluation(stub, fault_data, tmp_path, monkeypatch, capsys):
+    """The evaluation's writes go through the same path: one line, exit 2, nothing torn, and the
+    re-run scores the rest to the same scores as a run on a disk with room."""
+    from eval.__main__ import main as eval_main
+
+    def evaluate(out) -> int:
+        argv = ["--stories", str(fault_data["stories"]), "--judge", "openai:stub", "--base-url", stub.base_url,
+                "--api-key", "k", "--rubric", str(RUBRIC), "--no-surprisal", "--chunk-stories", "1",
+                "--embedder", str(tmp_path / "no-encoder"), "--out", str(out)]
+        with pytest.raises(SystemExit) as info:
+            run_cli(eval_main, argv)
+        return info.value.code
+
+    assert evaluate(tmp_path / "clean") == 0
+    real, writes = files._write_all, []
+
+    def disk_fills(fd: int, data: bytes) -> None:
+        writes.append(len(data))
+        if len(writes) == 4:  # the manifest, two chunks of scores, then the third chunk
+            real(fd, data[: len(data) // 2])
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        real(fd, data)
+
+    out = tmp_path / "full"
+    capsys.readouterr()
+    with monkeypatch.context() as mp:
+        mp.setattr(files, "_write_all", disk_fills)
+        assert evaluate(out) == 2
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and "scores.jsonl: No space left on device" in errors[0]
+    assert len(records(out / "scores.jsonl")) == 2
+    assert evaluate(out) == 0
+    assert records(out / "scores.jsonl") == records(tmp_path / "clean" / "scores.jsonl")
