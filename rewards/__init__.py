@@ -6,6 +6,8 @@ one `RewardContext`.
 """
 
 from rewards import diversity, judge, length, novelty, surprisal  # noqa: F401 - registers the rewards
+from rewards import reward_model  # noqa: F401 - registers the reward model's reward
+from rewards import principle_judge  # noqa: F401 - registers the principle_judge reward (rewards.principles)
 from rewards.build import build_rewards
 from rewards.context import RewardContext
 from rewards.registry import REWARDS, get_reward, reward

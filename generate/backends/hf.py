@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
+from generate.backends.prefix import greedy_with_prefix
 from generate.common.errors import UsageError
 
 log = logging.getLogger(__name__)
@@ -41,11 +42,13 @@ class HFBackend(Backend):
 
     supports_prefill = True
 
-    def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None):
+    def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None,
+                 prefix_sharing: bool = True):
         super().__init__(model)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.batch_size = batch_size
+        self.prefix_sharing = prefix_sharing  # greedy requests encode shared prompt prefixes once
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.dtype = pick_dtype(dtype, self.device)
         try:
@@ -87,6 +90,8 @@ class HFBackend(Backend):
 
     @torch.inference_mode()
     def _generate_batch(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
+        if requests[0].params.temperature <= 0 and self.prefix_sharing:
+            return self._greedy_shared(texts, requests)
         params, want = requests[0].params, requests[0].logprobs
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         kwargs = {"max_new_tokens": params.max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id,
@@ -118,6 +123,27 @@ class HFBackend(Backend):
                 finish_reason="stop" if n < len(row) else "length")
             if logprobs is not None:
                 comp.logprobs = self._token_logprobs(row[:max(n, 1)], logprobs[i], want)
+            results.append(comp)
+        return results
+
+    def _greedy_shared(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
+        """Greedy requests (the judge's logprob mode) with every shared prompt prefix encoded once
+        (`generate.backends.prefix`): the same tokens and, up to float noise, the same logprobs
+        as `generate()`, for a fraction of the prefill."""
+        prompts = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        with self._lock:
+            outs = greedy_with_prefix(self.lm, prompts, requests[0].params.max_new_tokens, self.tokenizer.pad_token_id,
+                                      stop, self.batch_size)
+        want = requests[0].logprobs
+        results = []
+        for ids, (tokens, dists) in zip(prompts, outs):
+            n = next((j for j, t in enumerate(tokens) if t in stop), len(tokens))
+            comp = Completion(text=self.tokenizer.decode(tokens[:n], skip_special_tokens=True),
+                              prompt_tokens=len(ids), completion_tokens=n,
+                              finish_reason="stop" if n < len(tokens) else "length")
+            if want is not None and tokens:
+                comp.logprobs = self._token_logprobs(tokens[:max(n, 1)], torch.stack(dists), want)
             results.append(comp)
         return results
 

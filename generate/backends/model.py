@@ -142,14 +142,22 @@ class Model:
         return results  # type: ignore[return-value]
 
     def _chunks(self, requests: list[ChatRequest]) -> list[list[int]]:
-        """Group by decoding settings, sort each group by prompt length, cut to batch size."""
+        """Group by decoding settings, sort each group, cut to batch size.
+
+        Sampled requests are sorted by prompt length (less padding). Greedy ones (a judge's) are
+        sorted by their text, so requests sharing a long prefix (one rubric question asked about
+        many stories) land in the same engine call, where a backend can encode the prefix once.
+        """
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, r in enumerate(requests):
             groups[(r.params, r.logprobs, r.prefill is not None)].append(i)
         size = max(1, self.backend.batch_size)
         chunks = []
-        for idx in groups.values():
-            idx.sort(key=lambda i: sum(len(m["content"]) for m in requests[i].messages))
+        for (params, _, _), idx in groups.items():
+            if params.temperature <= 0:
+                idx.sort(key=lambda i: [m["content"] for m in requests[i].messages])
+            else:
+                idx.sort(key=lambda i: sum(len(m["content"]) for m in requests[i].messages))
             chunks.extend(idx[j:j + size] for j in range(0, len(idx), size))
         return chunks
 

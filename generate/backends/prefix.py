@@ -42,7 +42,7 @@ def shared_prefix_groups(prompts: list[list[int]], min_shared: int = MIN_SHARED)
         if groups:
             g = groups[-1]
             common = _common(g.prefix, prompts[i])
-            if common >= max(min_shared, len(g.prefix) // 2):
+            if common >= min_shared and 2 * common > len(g.prefix):
                 g.prefix = g.prefix[:common]
                 g.members.append(i)
                 continue

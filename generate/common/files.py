@@ -54,6 +54,11 @@ def append_bytes(path: str | Path, data: bytes) -> None:
         os.close(fd)
 
 
+def write_text_atomic(path: str | Path, text: str) -> None:
+    """`write_atomic` for UTF-8 text."""
+    write_atomic(path, text.encode("utf-8"))
+
+
 def write_atomic(path: str | Path, data: bytes) -> None:
     """Replace `path` with `data` through a temporary sibling and a rename."""
     path = Path(path)

@@ -24,6 +24,7 @@ from eval.embed import DEFAULT_EMBEDDER, Embedder
 from generate.backends import Completion, Model, SamplingParams, backend_options, load_model
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
+from generate.common.lock import output_lock
 from generate.common.manifest import sha256_text, write_manifest
 from generate.journal import Journal
 from generate.phases import drive
@@ -113,6 +114,10 @@ class Curator:
         Raises:
             PartialFailure: after everything else was written, when responses failed.
         """
+        with output_lock(self.out):  # one writer per directory, taken before anything is read
+            return self._run()
+
+    def _run(self) -> Path:
         cfg = self.cfg
         candidates = load_candidates(cfg.candidates, cfg.limit)
         self._check_resumable()

@@ -1,0 +1,44 @@
+"""Greedy decoding with shared prefixes encoded once: grouping logic, and the same judge scores
+as plain `generate()` on the real model (up to float noise)."""
+
+from __future__ import annotations
+
+import pytest
+
+from generate.backends.prefix import shared_prefix_groups
+
+
+def test_prompts_group_by_their_long_common_prefix():
+    a = list(range(100))
+    b = list(range(50)) + [999] * 60  # shares only the first 50 tokens with the a-prompts
+    prompts = [a + [1, 2], b + [5], a + [3], b + [6, 7], [7] * 10]
+    groups = {tuple(sorted(g.members)): len(g.prefix) for g in shared_prefix_groups(prompts, min_shared=8)}
+    # a-prompts share 100 tokens, b-prompts 110; the half-shared opening does not merge them.
+    assert groups == {(0, 2): 100, (1, 3): 110, (4,): 0}
+
+
+def test_a_prefix_always_leaves_each_member_a_token_of_its_own():
+    same = list(range(40))
+    groups = shared_prefix_groups([same, same, same + [1]], min_shared=8)
+    assert [len(g.prefix) for g in groups] == [39]
+
+
+@pytest.mark.slow
+def test_judge_scores_with_shared_prefixes_equal_plain_generate():
+    from eval.judge import Judge
+    from generate.backends import Model
+    from generate.backends.embedded import smollm2_dir
+    from generate.backends.hf import HFBackend
+
+    stories = ["The comet sang of drowned colonists.", "Rust bloomed on the orbital garden.",
+               "A keeper lit the lamp as the moon turned.", ""]
+    scores = {}
+    for sharing in (False, True):
+        backend = HFBackend(str(smollm2_dir()), batch_size=16, dtype="float32", prefix_sharing=sharing)
+        scores[sharing] = [j.scores for j in Judge(Model(backend), mode="logprob").score(stories, desc=None)]
+    for plain, shared in zip(scores[False], scores[True]):
+        assert plain.keys() == shared.keys()
+        for aspect in plain:
+            assert (plain[aspect] is None) == (shared[aspect] is None)
+            if plain[aspect] is not None:
+                assert shared[aspect] == pytest.approx(plain[aspect], abs=1e-4)
