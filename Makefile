@@ -22,7 +22,7 @@ STORY_EVAL := $(if $(SCIFI100),--eval-dataset scifi100 --eval-limit 8,--eval-dat
 CHROMIUM ?= /usr/bin/chromium
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: setup browser benchmark story train test test-fast gpu-setup clean
+.PHONY: setup browser benchmark benchmark-full story signals train test test-fast gpu-setup clean
 
 setup: $(STAMP)
 
@@ -44,6 +44,19 @@ benchmark: setup
 
 story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Review -> comparison
 	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/story $(STORY_EVAL)
+
+# The second paper's reward signals: curate preferences from the benchmark's runs when they exist
+# (else from the base writer on training prompts), train the reward model, optimise principles,
+# then one GRPO writer per signal, compared on the same evaluation prompts as `make story`.
+BENCH_RUNS := $(wildcard runs/benchmark/*/stories.jsonl)
+signals: setup
+	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/signals \
+		--signals composite rm principle $(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL)
+
+# The paper's full benchmark: SciFi-100's 100 prompts, five frameworks, 400-token stories, evaluated.
+benchmark-full: setup
+	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/benchmark.py --dataset scifi100 \
+		--max-new-tokens 400 --out runs/benchmark_full
 
 train: setup   # GRPO with the CPU recipe (the bundled writer, embedded judge)
 	SCIFI_REFERENCE_DIR=$(REFERENCE) $(VENV)/bin/accelerate launch --config_file configs/accelerate/cpu.yaml \

@@ -39,8 +39,33 @@ def benchmark_table(run_dir: Path, frameworks: list[str]) -> tuple[Catalog | Non
         cost = costs[fw]
         if cost is not None:
             cost = {**cost, "x_single": {f: (cost[f] / base[f] if base and base[f] else None) for f in COST_FIELDS}}
-        out[fw] = {"metrics": cells[fw], "cost": cost}
+        out[fw] = {"metrics": cells[fw], "cost": cost, "seconds": _seconds(run_dir / fw, cost)}
     return catalog, out
+
+
+def _seconds(run: Path, cost: dict | None) -> dict[str, float]:
+    """Where a framework's time went: generation (the prompts' wall seconds, summed) and its
+    evaluation's parts (judge, surprisal, metrics; from the last evaluation invocation's manifest)."""
+    out = {"generation": cost["seconds"] * cost["n_prompts"]} if cost else {}
+    manifest = run / "eval" / "manifest.json"
+    if manifest.is_file():
+        out.update(json.loads(manifest.read_text(encoding="utf-8")).get("seconds") or {})
+    return out
+
+
+def time_lines(rows: dict[str, Any]) -> list[str]:
+    """A markdown table of where each framework's time went, in minutes."""
+    parts = list(dict.fromkeys(p for row in rows.values() for p in row["seconds"]))
+    if not parts:
+        return []
+    lines = ["| Framework | " + " | ".join(f"{p} (min)" for p in parts) + " | total (min) |",
+             "|---" * (len(parts) + 2) + "|"]
+    for fw, row in rows.items():
+        sec = row["seconds"]
+        cells = [f"{sec[p] / 60:.1f}" if p in sec else "n/a" for p in parts]
+        lines.append(f"| {fw} | " + " | ".join(cells) + f" | {sum(sec.values()) / 60:.1f} |")
+    total = sum(sum(row["seconds"].values()) for row in rows.values())
+    return ["Where the time went:", "", *lines, "", f"Total: {total / 3600:.2f} h.", ""]
 
 
 def render(catalog: Catalog | None, rows: dict[str, Any], title: str) -> str:
@@ -58,6 +83,7 @@ def render(catalog: Catalog | None, rows: dict[str, Any], title: str) -> str:
     lines = [f"# {title}", "", *table(cells, catalog, extra=extra, extra_head=extra_head), "",
              f"{CELL_NOTE} Cost: mean per prompt over all of a framework's calls (every agent, teacher included); "
              "seconds are wall time on this machine, amortized over the prompts batched together.", ""]
+    lines += time_lines(rows)
     absent = missing_lines(cells, catalog)
     if absent:
         lines += ["Missing values:", "", *absent, ""]

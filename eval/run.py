@@ -23,6 +23,7 @@ from eval.metrics.story import Chunks, StoryMetrics, draft_similarity, group_sim
 from eval.metrics.surprisal import as_scorer, surprisal
 from eval.report import write_reports
 from eval.rubric import MODES, load_rubric
+from eval.signals import Signals
 from eval.stories import load_stories
 from eval.text import sanitize
 from generate.backends import Model, RetryStats, backend_options, load_model
@@ -30,6 +31,7 @@ from generate.common.errors import UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
 from generate.common.lock import output_lock
 from generate.common.manifest import sha256_text, update_manifest, write_manifest
+from generate.common.timing import Timer
 from generate.prompts import WRITER_TEMPLATE, load_prompts
 
 log = logging.getLogger(__name__)
@@ -37,7 +39,7 @@ log = logging.getLogger(__name__)
 # Settings that change the scores: resuming with other values would mix two evaluations.
 RESULT_KEYS = ("judge", "judge_mode", "samples", "max_parse_retries", "judge_temperature", "judge_top_p",
                "judge_max_new_tokens", "rubric", "no_judge", "scorer", "no_surprisal", "reference_dir",
-               "reference_max_chunks", "embedder", "kl_alpha", "seed")
+               "reference_max_chunks", "embedder", "kl_alpha", "seed", "principles", "reward_model")
 ID_FIELDS = ("story_id", "prompt_id", "aspect", "framework", "agent", "model")
 # The surprisal scorer of a story when none is given: the model that wrote it (the paper's choice;
 # such values do not compare across writers).
@@ -66,8 +68,13 @@ class EvalConfig:
                                              metadata={"help": "embed a seeded sample of reference chunks"})
     embedder: str = field(default=DEFAULT_EMBEDDER, metadata={"help": "sentence encoder for the semantic metrics"})
     kl_alpha: float = field(default=1.0, metadata={"help": "additive smoothing of the unigram KL"})
+    principles: str | None = field(default=None, metadata={
+        "help": "principles YAML: add the principle judge's verdicts (principle_good, principle_p)"})
+    reward_model: str | None = field(default=None, metadata={
+        "help": "train/reward_model.py output dir: add the reward model's verdicts (rm_good, rm_score)"})
     chunk_stories: int = field(default=64, metadata={"help": "stories scored together (batch width)"})
-    batch_size: int = field(default=8, metadata={"help": "hf: sequences per forward pass"})
+    batch_size: int = field(default=32, metadata={"help": "hf: sequences per forward pass"})
+    engine: str = field(default="fast", metadata={"help": "hf judge/scorer: fast (shared prefixes once) | generate"})
     base_url: str | None = field(default=None, metadata={"help": "openai judge: server URL"})
     api_key: str | None = field(default=None, metadata={"help": "openai judge: key (else OPENAI_API_KEY)"})
     concurrency: int = field(default=8, metadata={"help": "openai judge: requests in flight"})
@@ -88,7 +95,7 @@ class EvalConfig:
 
     def backend_options(self, spec: str) -> dict:
         return backend_options(spec, batch_size=self.batch_size, base_url=self.base_url, api_key=self.api_key,
-                               concurrency=self.concurrency, timeout=self.timeout)
+                               concurrency=self.concurrency, timeout=self.timeout, engine=self.engine)
 
 
 class Evaluator:
@@ -105,13 +112,16 @@ class Evaluator:
         self.cfg = cfg
         self.out = cfg.output_dir()
         self.rubric = load_rubric(cfg.rubric)
-        self.catalog = self.rubric.catalog()
+        self.signals = (Signals(load_prompts(), principles=cfg.principles, judge=cfg.judge,
+                                reward_model=cfg.reward_model) if cfg.principles or cfg.reward_model else None)
+        self.catalog = self.rubric.catalog().extended(self.signals.specs if self.signals else ())
         self.prompts = load_prompts()
         self.embedder = embedder or Embedder(cfg.embedder)
         self._models: dict[str, Model] = dict(models or {})  # spec -> model, shared by judge and scorer
         self._judge: Judge | None = None
         self._metrics: StoryMetrics | None = None
         self._scorer_errors: dict[str, str] = {}
+        self.timer = Timer()  # seconds of this invocation in judge, surprisal, metrics, signals
 
     def run(self) -> Path:
         stories = load_stories(self.cfg.stories)
@@ -135,9 +145,10 @@ class Evaluator:
         for chunk in tqdm(_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
                           disable=len(todo) <= 1):
             append_jsonl(scores, self._score_chunk(chunk, done))
-        if todo:  # what the faults of this invocation cost, per model and cause
+        if todo:  # what the faults of this invocation cost, per model and cause, and where its time went
             update_manifest(self.out, {"reliability": {
-                spec: m.stats.since(before.get(spec, RetryStats())).to_json() for spec, m in self._models.items()}})
+                spec: m.stats.since(before.get(spec, RetryStats())).to_json() for spec, m in self._models.items()},
+                "seconds": {k: round(v, 2) for k, v in self.timer.seconds().items()}})
         write_reports(self.out, list(read_jsonl(scores)), self.catalog, (self.rubric.low, self.rubric.high))
         return self.out
 
@@ -170,6 +181,7 @@ class Evaluator:
         return {"judge": None if self.cfg.no_judge else self.judge.fingerprint(),
                 "scorer": None if self.cfg.no_surprisal else (self.cfg.scorer or WRITER_SCORER),
                 "reference": self.metrics.fingerprint(),
+                "signals": self.signals.fingerprint() if self.signals else None,
                 "catalog": self.catalog.to_json()}
 
     # --- scoring ----------------------------------------------------------------------------------
@@ -178,13 +190,19 @@ class Evaluator:
         stories = [s for g in groups for s in g]
         cleaned = [sanitize(s["text"]) for s in stories]
         texts = [text for text, _ in cleaned]
-        judged = self._judge_all(texts)
-        surprisals = self._surprisal(stories, texts)
-        finals = self.metrics.encode(texts)
-        measured = self.metrics.measure(texts, finals)
-        has_drafts = [bool(s.get("drafts")) for s in stories]
-        first = self.metrics.encode([s["drafts"][0] if d else "" for s, d in zip(stories, has_drafts)])
-        homog = self._homogenization(stories, finals)
+        timed = self.timer.timed
+        with timed("judge"):
+            judged = self._judge_all(texts)
+        with timed("surprisal"):
+            surprisals = self._surprisal(stories, texts)
+        with timed("metrics"):
+            finals = self.metrics.encode(texts)
+            measured = self.metrics.measure(texts, finals)
+            has_drafts = [bool(s.get("drafts")) for s in stories]
+            first = self.metrics.encode([s["drafts"][0] if d else "" for s, d in zip(stories, has_drafts)])
+            homog = self._homogenization(stories, finals)
+        with timed("signals"):
+            signals = self.signals.measure([s["prompt"] for s in stories], texts) if self.signals else None
         records = []
         for i, s in enumerate(stories):
             if s["story_id"] in done:
@@ -197,6 +215,9 @@ class Evaluator:
             m.set("surprisal", *surprisals[i])
             m.set("homogenization", *homog[i])
             m.set("draft_to_final_similarity", *draft_similarity(first[i] if has_drafts[i] else None, finals[i]))
+            if signals is not None:
+                m.values.update(signals[i].values)
+                m.missing.update(signals[i].missing)
             rec = {k: s.get(k) for k in ID_FIELDS}
             rec["prompt_sha256"] = sha256_text(s["prompt"])
             rec.update({k: m.values.get(k) for k in (*self.catalog.keys, "draft_to_final_similarity")})
@@ -204,6 +225,8 @@ class Evaluator:
                        surprisal_scorer=None if self.cfg.no_surprisal else self._scorer_spec(s))
             if cleaned[i][1]:
                 rec["notes"] = cleaned[i][1]
+            if j is not None and j.replies:  # sample mode: the judge's own words, for the viewer
+                rec["judge_replies"] = j.replies
             records.append(rec)
         return records
 

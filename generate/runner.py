@@ -37,7 +37,7 @@ log = logging.getLogger(__name__)
 
 # Settings that change what a run produces: resuming with different values would mix two runs.
 RESULT_KEYS = ("framework", "model", "dataset", "agents", "rounds", "review_variant", "max_new_tokens",
-               "temperature", "top_p", "seed", "templates", "personas")
+               "temperature", "top_p", "seed", "templates", "personas", "engine")
 # Manifests written before `review_variant` existed name the same choice `review_sees`.
 LEGACY_REVIEW_SEES = {"latest": "public_code", "first": "paper"}
 
@@ -58,7 +58,9 @@ class RunConfig:
     top_p: float = 0.9
     seed: int = 0
     chunk_prompts: int = field(default=32, metadata={"help": "prompts advanced together (batch width)"})
-    batch_size: int = field(default=8, metadata={"help": "hf: sequences per forward pass"})
+    batch_size: int = field(default=48, metadata={"help": "hf: sequences per forward pass"})
+    engine: str = field(default="fast", metadata={
+        "help": "hf: fast (our decode loops) | generate (transformers generate(), the engine before)"})
     base_url: str | None = field(default=None, metadata={"help": "openai: server URL (else OPENAI_BASE_URL)"})
     api_key: str | None = field(default=None, metadata={"help": "openai: key (else OPENAI_API_KEY)"})
     concurrency: int = field(default=8, metadata={"help": "openai: requests in flight"})
@@ -69,7 +71,7 @@ class RunConfig:
 
     def backend_options(self) -> dict:
         return backend_options(self.model, batch_size=self.batch_size, base_url=self.base_url, api_key=self.api_key,
-                               concurrency=self.concurrency, timeout=self.timeout)
+                               concurrency=self.concurrency, timeout=self.timeout, engine=self.engine)
 
 
 @dataclass

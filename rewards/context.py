@@ -24,7 +24,7 @@ from eval.metrics.story import Chunks, StoryMetrics, encode_chunks
 from eval.metrics.surprisal import Scorer, as_scorer
 from generate.backends import backend_options, load_backend, load_model
 from generate.common.errors import UsageError
-from rewards.timing import Timer
+from generate.common.timing import Timer
 
 log = logging.getLogger(__name__)
 

@@ -17,6 +17,7 @@ are reported at the end and the command exits 1; re-running retries them.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,7 +45,7 @@ class BenchmarkConfig:
     out: str = "runs/benchmark"
     frameworks: list[str] = field(default_factory=lambda: list(ORDER))
     max_new_tokens: int = 400
-    batch_size: int = 8
+    batch_size: int = field(default=48, metadata={"help": "hf: sequences per forward pass"})
     seed: int = 0
     judge: str | None = field(default=None, metadata={"help": "judge model spec (default: the writer)"})
     judge_mode: str = field(default="logprob", metadata={"help": "logprob | sample"})
@@ -64,7 +65,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_manifest(out, kind="benchmark", config=asdict(cfg), seed=cfg.seed)
     model = load_model(cfg.model, **backend_options(cfg.model, batch_size=cfg.batch_size))
     failed: dict[str, dict[str, str]] = {}
-    for name in cfg.frameworks:
+    started = time.perf_counter()
+    for k, name in enumerate(cfg.frameworks, 1):
+        log.info("[%d/%d] %s (benchmark elapsed %s)", k, len(cfg.frameworks), name, _clock(time.perf_counter() - started))
         runner = Runner(RunConfig(framework=name, model=cfg.model, dataset=cfg.dataset, limit=cfg.limit,
                                   seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
                                   out=str(out / name)), model=model)
@@ -74,12 +77,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                               judge_mode=cfg.judge_mode, seed=cfg.seed, reference_dir=cfg.reference_dir,
                               reference_max_chunks=cfg.reference_max_chunks, batch_size=cfg.batch_size)
             Evaluator(ecfg, models={cfg.model: model}).run()
+    log.info("all frameworks done in %s", _clock(time.perf_counter() - started))
     write_benchmark(out, cfg.frameworks, f"Benchmark: {cfg.model} on {cfg.dataset}")
     write_view([out / name for name in cfg.frameworks], out / "view.html",
                title=f"Benchmark: {cfg.model} on {cfg.dataset}")
     log.info("table: %s", out / "benchmark.md")
     raise_failures(failed)
     return 0
+
+
+def _clock(seconds: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(seconds))
 
 
 if __name__ == "__main__":

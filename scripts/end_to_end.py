@@ -1,83 +1,111 @@
 """The whole story in one command: does GRPO on the single agent match what LLM Review gets from
-interaction, and at what cost?
+interaction, and at what cost? And which reward signal trains the better writer?
 
-    python scripts/end_to_end.py --out runs/story            # or: make story
+    python scripts/end_to_end.py --out runs/story                     # or: make story
+    python scripts/end_to_end.py --out runs/signals --signals composite rm principle   # make signals
 
-1. Split the training prompts (by prompt, stratified by aspect; the same split the GRPO recipe
-   uses). Every evaluation below uses one set of prompts that GRPO never sees: the held-out split
-   (`--eval-dataset heldout`, 4 prompts of the bundled set), or prompts of another dataset such as
-   SciFi-100, the paper's benchmark (`--eval-dataset scifi100 --eval-limit 8`: 8 prompts from 8
-   aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts.
+1. Split the training prompts (by prompt, stratified by aspect; the same split the GRPO recipes
+   use). Every evaluation below uses one set of prompts that no training step sees: the held-out
+   split (`--eval-dataset heldout`, 4 prompts of the bundled set), or prompts of another dataset
+   such as SciFi-100, the paper's benchmark (`--eval-dataset scifi100 --eval-limit 8`: 8 prompts
+   from 8 aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts.
 2. Baseline: the base writer as single agent and inside Review, on the evaluation prompts.
-3. GRPO with the CPU recipe (`configs/grpo/smollm2_cpu.yaml`) on the training prompts.
-4. The tuned writer, as single agent and inside Review, on the same evaluation prompts.
-5. Evaluate all four runs with one judge and one surprisal scorer (the base writer, so that
-   surprisal is comparable across writers), then compare them with the base single agent
-   (`compare/`), and the tuned writer in Review with the base writer in Review (`compare_in_review/`).
+3. One GRPO writer per reward signal (`--signals`), all with the same CPU recipe but the reward:
+   `composite` (ours: judge + novelty + diversity + length), `rm` (the Bradley-Terry reward model
+   trained on multi-agent curated preferences; arXiv 2508.21476 3.1) and `principle` (the
+   adversarially optimised principle judge; 3.2). The signals are prepared first
+   (`scripts/signal_steps.py`: candidates on training prompts, curation, reward model, weak
+   labels, principle optimisation).
+4. Each tuned writer as single agent on the evaluation prompts; the composite one also in Review.
+5. Evaluate every run with one judge and one surprisal scorer (the base writer, so that surprisal
+   is comparable across writers) and, when the signals exist, both signals' verdicts (excellence
+   rates, agreement: `eval/signals.py`); compare every run with the base single agent
+   (`compare/`), the tuned writer in Review with the base writer in Review (`compare_in_review/`).
 
 Every step is resumable: re-running continues where an interrupted story stopped. `story.json`
-records the arguments, the evaluation prompts and the wall time of each step, summed over the
-invocations that finished.
+records the arguments, the evaluation prompts, the wall time of each step (summed over the
+invocations that finished) and the signals' excellence rates per run.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import logging
-import os
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from eval.compare import compare, load_run
 from eval.compare_report import write_outputs
 from eval.run import EvalConfig, Evaluator
+from eval.signals import agreement
 from eval.view import write_view
 from generate.backends import load_model
 from generate.common.cli import run_cli
+from generate.common.config import parse_config
 from generate.common.errors import UsageError
-from generate.common.paths import REPO_ROOT
+from generate.common.manifest import write_manifest
 from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
+from scripts import signal_steps
 from train.split import load_split, split_tasks
 
 log = logging.getLogger("end_to_end")
 BASE = "smollm2-135m-instruct"
-RUNS = {"base": ("single", "base"), "review": ("review", "base"),
-        "tuned": ("single", "tuned"), "tuned_review": ("review", "tuned")}
+SIGNALS = {"composite": "configs/grpo/smollm2_cpu.yaml", "rm": "configs/grpo/smollm2_cpu_rm.yaml",
+           "principle": "configs/grpo/smollm2_cpu_principle.yaml"}
 
 
-def parse(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--out", default="runs/story")
-    parser.add_argument("--recipe", default="configs/grpo/smollm2_cpu.yaml")
-    parser.add_argument("--max-steps", type=int, default=None, help="override the recipe's GRPO steps")
-    parser.add_argument("--max-new-tokens", type=int, default=160)
-    parser.add_argument("--eval-dataset", default="heldout",
-                        help="evaluation prompts: 'heldout' (the training set's held-out split) or a dataset "
-                             "disjoint from training, e.g. scifi100")
-    parser.add_argument("--eval-limit", type=int, default=None, help="at most N evaluation prompts, across aspects")
-    parser.add_argument("--reference-dir", default=None, help="classic SF .txt works (else $SCIFI_REFERENCE_DIR)")
-    parser.add_argument("--reference-max-chunks", type=int, default=2000)
-    parser.add_argument("--seed", type=int, default=0)
-    return parser.parse_args(argv)
+@dataclass
+class StoryConfig:
+    out: str = "runs/story"
+    signals: list[str] = field(default_factory=lambda: ["composite"],
+                               metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
+    max_steps: int | None = field(default=None, metadata={"help": "override the recipes' GRPO steps"})
+    max_new_tokens: int = 160
+    eval_dataset: str = field(default="heldout", metadata={
+        "help": "evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"})
+    eval_limit: int | None = field(default=None, metadata={"help": "at most N evaluation prompts, across aspects"})
+    reference_dir: str | None = field(default=None, metadata={"help": "classic SF works (else $SCIFI_REFERENCE_DIR)"})
+    reference_max_chunks: int = 2000
+    candidates: list[str] = field(default_factory=list, metadata={
+        "help": "stories.jsonl runs to curate (default: the base writer on training prompts)"})
+    rm_config: str = "configs/rm/smollm2_cpu.yaml"
+    principle_iterations: int = 2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.signals) - set(SIGNALS))
+        if unknown or not self.signals:
+            raise UsageError(f"unknown signal(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SIGNALS)}")
 
 
-def train(args: argparse.Namespace, out: Path) -> Path:
-    merged = out / "grpo" / "merged"
+def runs_of(signals: list[str]) -> dict[str, tuple[str, str]]:
+    """run name -> (framework, writer name): the baselines, then each signal's tuned writer."""
+    runs = {"base": ("single", "base"), "review": ("review", "base")}
+    for signal in signals:
+        suffix = "" if signal == "composite" else f"_{signal}"
+        runs[f"tuned{suffix}"] = ("single", signal)
+        if signal == "composite":
+            runs["tuned_review"] = ("review", signal)
+    return runs
+
+
+def train(cfg: StoryConfig, signal: str, out: Path, options: dict | None) -> Path:
+    """GRPO with `signal`'s recipe into `out`; `options` replace the recipe's reward options."""
+    merged = out / "merged"
     if (merged / "config.json").is_file():
-        log.info("GRPO already done: %s", merged)
+        log.info("GRPO (%s) already done: %s", signal, merged)
         return merged
     cmd = [sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/cpu.yaml",
-           "train/grpo.py", "--config", args.recipe, "--output_dir", str((out / "grpo").resolve())]
-    if args.max_steps:
-        cmd += ["--max_steps", str(args.max_steps)]
-    log.info("training: %s", " ".join(cmd))
-    if subprocess.run(cmd, cwd=REPO_ROOT, env=os.environ).returncode != 0:
-        raise UsageError("GRPO training failed; see its log above")
+           "train/grpo.py", "--config", SIGNALS[signal], "--output_dir", str(out.resolve())]
+    if options is not None:
+        cmd += ["--reward_options", json.dumps(options)]
+    if cfg.max_steps:
+        cmd += ["--max_steps", str(cfg.max_steps)]
+    signal_steps.run(cmd, f"GRPO ({signal})")
     return merged
 
 
@@ -102,58 +130,79 @@ def write_prompts(tasks: list[Task], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = parse(argv)
-    out = Path(args.out)
+    cfg = parse_config(StoryConfig, argv, prog="python scripts/end_to_end.py", description=__doc__.split("\n")[0])
+    out = Path(cfg.out)
     out.mkdir(parents=True, exist_ok=True)
+    write_manifest(out, kind="story", config=asdict(cfg), seed=cfg.seed)
     timings: dict[str, float] = {}
     tasks = load_dataset("default")
     split = split_tasks(tasks, eval_fraction=0.2, seed=0, dataset="default")
-    prompts = evaluation_prompts(args.eval_dataset, args.eval_limit, split.select(tasks, "train"),
-                                 split.select(tasks, "eval"))
+    train_tasks = split.select(tasks, "train")
+    prompts = evaluation_prompts(cfg.eval_dataset, cfg.eval_limit, train_tasks, split.select(tasks, "eval"))
     prompts_file = out / "eval_prompts.jsonl"
     write_prompts(prompts, prompts_file)
-    log.info("evaluating on %d prompts (%s) over %d aspects", len(prompts), args.eval_dataset,
+    log.info("evaluating on %d prompts (%s) over %d aspects", len(prompts), cfg.eval_dataset,
              len({t.aspect for t in prompts}))
-
+    runs = runs_of(cfg.signals)
     failed: dict[str, dict[str, str]] = {}
 
-    def generate(name: str, writer: str) -> None:
-        framework, _ = RUNS[name]
+    def timed(step: str, fn, *args):
         start = time.perf_counter()
-        run_collecting(Runner(RunConfig(framework=framework, model=writer, dataset=str(prompts_file), seed=args.seed,
-                                        max_new_tokens=args.max_new_tokens, out=str(out / name)),
-                              model=load_model(writer)), failed)
-        timings[f"generate {name}"] = time.perf_counter() - start
+        result = fn(*args)
+        timings[step] = time.perf_counter() - start
+        return result
+
+    def generate(name: str, writer: str) -> None:
+        run = RunConfig(framework=runs[name][0], model=writer, dataset=str(prompts_file), seed=cfg.seed,
+                        max_new_tokens=cfg.max_new_tokens, out=str(out / name))
+        timed(f"generate {name}", lambda: run_collecting(Runner(run, model=load_model(writer)), failed))
 
     for name in ("base", "review"):
         generate(name, BASE)
-    start = time.perf_counter()
-    merged = train(args, out)
-    timings["grpo"] = time.perf_counter() - start
-    if set(load_split(out / "grpo").train) - set(split.train):
-        raise UsageError("the GRPO run trained on prompts outside our training split (a different recipe split?)")
-    for name in ("tuned", "tuned_review"):
-        generate(name, f"hf:{merged.resolve()}")
+    options: dict[str, dict | None] = {"composite": None}
+    rm_dir = principles = None
+    if "rm" in cfg.signals or "principle" in cfg.signals:
+        if "rm" in cfg.signals:
+            cands = timed("candidates", signal_steps.candidates, out / "candidates", cfg.candidates, train_tasks,
+                          prompts, BASE, cfg.max_new_tokens, cfg.seed, failed)
+            prefs = timed("curation", signal_steps.curate, out / "curation", cands, cfg.reference_dir)
+            rm_dir = timed("reward model", signal_steps.reward_model, out / "rm", prefs, cfg.rm_config)
+            options["rm"] = {"reward_model": {"model_dir": str(rm_dir.resolve()), "batch_size": 16},
+                             "length": {"target_words": 30, "tolerance": 0.15}}
+        if "principle" in cfg.signals:
+            principles = timed("principles", signal_steps.principles, out / "principles", cfg.reference_dir,
+                               cfg.principle_iterations, BASE)
+            options["principle"] = {"principle_judge": {"principles": str(principles.resolve()), "timeout": 300},
+                                    "length": {"target_words": 30, "tolerance": 0.15}}
+    writers = {"base": BASE}
+    for signal in cfg.signals:
+        grpo = out / ("grpo" if signal == "composite" else f"grpo_{signal}")
+        merged = timed(f"grpo {signal}", train, cfg, signal, grpo, options[signal])
+        if set(load_split(grpo).train) - set(split.train):
+            raise UsageError(f"the {signal} GRPO run trained on prompts outside our training split")
+        writers[signal] = f"hf:{merged.resolve()}"
+    for name, (_, writer) in runs.items():
+        if writer != "base":
+            generate(name, writers[writer])
 
     base_model = load_model(BASE)
-    for name in RUNS:
-        start = time.perf_counter()
-        cfg = EvalConfig(stories=[str(out / name / "stories.jsonl")], out=str(out / name / "eval"), judge=BASE,
-                         scorer=BASE, reference_dir=args.reference_dir, reference_max_chunks=args.reference_max_chunks,
-                         seed=args.seed)
-        Evaluator(cfg, models={BASE: base_model}).run()
-        timings[f"evaluate {name}"] = time.perf_counter() - start
-    runs = {name: load_run(name, out / name) for name in RUNS}
-    write_outputs(compare(list(runs.values()), seed=args.seed), out / "compare")
-    # Inside Review, against the base writer in Review: does tuning still help there? (Homogenization,
-    # undefined for one story per prompt, is comparable only here.)
-    write_outputs(compare([runs["review"], runs["tuned_review"]], seed=args.seed),
-                  out / "compare_in_review")
-    write_view([f"{name}={out / name}" for name in RUNS], out / "view.html", compare_dir=out / "compare")
+    for name in runs:
+        ecfg = EvalConfig(stories=[str(out / name / "stories.jsonl")], out=str(out / name / "eval"), judge=BASE,
+                          scorer=BASE, reference_dir=cfg.reference_dir, reference_max_chunks=cfg.reference_max_chunks,
+                          seed=cfg.seed, principles=str(principles) if principles else None,
+                          reward_model=str(rm_dir) if rm_dir else None)
+        timed(f"evaluate {name}", lambda: Evaluator(ecfg, models={BASE: base_model}).run())
+    loaded = {name: load_run(name, out / name) for name in runs}
+    write_outputs(compare(list(loaded.values()), seed=cfg.seed), out / "compare")
+    if "tuned_review" in loaded:  # homogenization, undefined for one story per prompt, compares here
+        write_outputs(compare([loaded["review"], loaded["tuned_review"]], seed=cfg.seed), out / "compare_in_review")
+    write_view([f"{name}={out / name}" for name in runs], out / "view.html", compare_dir=out / "compare")
+    excellence = {name: agreement(loaded[name].scores) for name in runs} if rm_dir or principles else None
     path = out / "story.json"
     previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}  # a resumed story adds up
     seconds = {k: previous.get(k, 0.0) + timings.get(k, 0.0) for k in {**previous, **timings}}
-    story = {"args": vars(args), "eval_prompts": [t.id for t in prompts], "seconds": seconds}
+    story = {"config": asdict(cfg), "eval_prompts": [t.id for t in prompts], "seconds": seconds,
+             "excellence": excellence}
     path.write_text(json.dumps(story, indent=2) + "\n")
     log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(timings.values()))
     raise_failures(failed)

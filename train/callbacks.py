@@ -1,6 +1,6 @@
 """Reward-time accounting: how much of a training step the rewards cost.
 
-The rewards record wall-clock intervals in their context's `Timer` (`rewards.timing`); this
+The rewards record wall-clock intervals in their context's `Timer` (`generate.common.timing`); this
 callback reads that timer, measures each optimizer
 step and adds to every log entry, over the steps since the previous log:
 
@@ -20,8 +20,8 @@ import time
 
 from transformers import TrainerCallback
 
-from rewards import timing
-from rewards.timing import Timer
+from generate.common import timing
+from generate.common.timing import Timer
 
 
 class RewardTimingCallback(TrainerCallback):

@@ -11,7 +11,7 @@ sides, so the held-out pairwise accuracy measures preferences on prompts the mod
 That accuracy is computed after training with the `reward_model` reward's own scorer on the saved
 model, so it is the number the reward will reproduce. Outputs in `output_dir`: the adapter,
 `merged/` (the model the reward loads), `split.json`, `metrics.json` (held-out accuracy, mean
-margin, pair counts, training seconds), `trainer_state.json`, `manifest.json`.
+margin, the decision threshold, pair counts, training seconds), `trainer_state.json`, `manifest.json`.
 
     accelerate launch train/reward_model.py --config configs/rm/smollm2_cpu.yaml
     accelerate launch train/reward_model.py --config configs/rm/smollm2_cpu.yaml \
@@ -89,6 +89,21 @@ def pairwise_accuracy(scorer: RewardModelScorer, pairs: list[dict], batch_size: 
             "mean_margin": sum(margins) / len(margins) if margins else None}
 
 
+def decision_threshold(scorer: RewardModelScorer, pairs: list[dict], batch_size: int = 16) -> float | None:
+    """The score above which the reward model calls a story good: halfway between its mean score
+    of the curators' chosen (good) and rejected (bad) stories of the training pairs. A
+    Bradley-Terry score has no zero of its own; this is the boundary between the two classes the
+    curation labelled, so the model's verdicts can be set beside another judge's (excellence rate,
+    agreement)."""
+    prompts = [p["prompt"] for p in pairs]
+    chosen = [v for v in scorer.score(prompts, [p["chosen"][-1]["content"] for p in pairs], batch_size) if v is not None]
+    rejected = [v for v in scorer.score(prompts, [p["rejected"][-1]["content"] for p in pairs], batch_size)
+                if v is not None]
+    if not chosen or not rejected:
+        return None
+    return (sum(chosen) / len(chosen) + sum(rejected) / len(rejected)) / 2
+
+
 def export_merged(output_dir: str | Path, base_model: str) -> Path:
     """Merge the saved adapter (and trained head) into the base model; save it with its tokenizer
     in `output_dir/merged`, float32 (as train/model.py's writer export, for the same reason)."""
@@ -142,9 +157,10 @@ def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args
         if script_args.save_merged:
             scorer = RewardModelScorer(export_merged(out, model_path), device="cpu" if training_args.use_cpu else "auto")
             heldout = pairwise_accuracy(scorer, eval_pairs) if eval_pairs else None
+            threshold = decision_threshold(scorer, train_pairs)
         else:
-            heldout = None
-        metrics = {"heldout": heldout, "trl_eval": trl_eval, "train_seconds": round(seconds, 1),
+            heldout = threshold = None
+        metrics = {"heldout": heldout, "threshold": threshold, "trl_eval": trl_eval, "train_seconds": round(seconds, 1),
                    "pairs": {"train": len(train_pairs), "heldout": len(eval_pairs)},
                    "prompts": {"train": len(split.train), "heldout": len(split.eval)},
                    "train_loss": next((h["train_loss"] for h in reversed(trainer.state.log_history)

@@ -65,6 +65,10 @@ class Catalog:
         judge = tuple(MetricSpec(key, label, JUDGE, digits=2) for key, label in aspects.items())
         return cls(judge + RULE_METRICS)
 
+    def extended(self, specs: Iterable[MetricSpec]) -> Catalog:
+        """This catalog with more metrics after its own (e.g. the reward signals' verdicts)."""
+        return Catalog(self.metrics + tuple(specs))
+
     @classmethod
     def from_json(cls, rows: Iterable[Mapping]) -> Catalog:
         """The catalog as `to_json` wrote it (e.g. from an evaluation's summary.json)."""

@@ -133,7 +133,8 @@ def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir
             stories.append({"run": index, "prompt": sha, **{k: s.get(k) for k in STORY_FIELDS},
                             "scores": {m.key: story_value(score, m.key, catalog.aspects) for m in metrics},
                             "missing": score.get("missing") or ({} if score else {"*": "not evaluated"}),
-                            "judge": score.get("judge"), "notes": score.get("notes")})
+                            "judge": score.get("judge"), "notes": score.get("notes"),
+                            "judge_replies": score.get("judge_replies")})
         manifest = _json(path / "manifest.json") or {}
         done = {s["prompt_id"] for s in run_stories}
         for f in read_jsonl(path / "failed.jsonl"):  # ids are unique within a run, not across datasets

@@ -44,12 +44,14 @@ def resolve_spec(spec: str) -> tuple[str, str]:
 
 
 def backend_options(spec: str, *, batch_size: int, base_url: str | None = None, api_key: str | None = None,
-                    concurrency: int = 8, timeout: float = 120.0) -> dict[str, Any]:
+                    concurrency: int = 8, timeout: float = 120.0, engine: str | None = None) -> dict[str, Any]:
     """The subset of the CLI's model options that the spec's backend kind takes."""
     kind = spec.partition(":")[0]
     if kind == "openai":
         return {"base_url": base_url, "api_key": api_key, "concurrency": concurrency, "timeout": timeout}
-    return {} if kind == "vllm" else {"batch_size": batch_size}
+    if kind == "vllm":
+        return {}
+    return {"batch_size": batch_size, **({"engine": engine} if engine else {})}
 
 
 def load_backend(spec: str, **options: Any) -> Backend:

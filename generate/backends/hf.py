@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
+from generate.backends.decode import PrefixStore, sample_batch
 from generate.backends.prefix import greedy_with_prefix
 from generate.common.errors import UsageError
 
@@ -37,18 +38,27 @@ def pick_dtype(dtype: str, device: str) -> torch.dtype:
     return torch.bfloat16 if cpu_supports_bf16() else torch.float32
 
 
+# `fast`: our decode loops (`decode.py`: sampled, per-request random streams; `prefix.py`: greedy
+# with shared prefixes encoded once). `generate`: transformers' `generate()` on each batch, the
+# engine before them, kept so `scripts/bench_engines.py` can measure the difference.
+ENGINES = ("fast", "generate")
+
+
 class HFBackend(Backend):
     """Local transformers model; one engine call runs a whole batch."""
 
     supports_prefill = True
 
     def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None,
-                 prefix_sharing: bool = True):
+                 engine: str = "fast"):
         super().__init__(model)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
         self.batch_size = batch_size
-        self.prefix_sharing = prefix_sharing  # greedy requests encode shared prompt prefixes once
+        if engine not in ENGINES:
+            raise UsageError(f"unknown hf engine {engine!r}; choose one of: {', '.join(ENGINES)}")
+        self.engine = engine
+        self.store = PrefixStore()  # encoded sequences later prompts start with (fast engine)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.dtype = pick_dtype(dtype, self.device)
         try:
@@ -65,7 +75,7 @@ class HFBackend(Backend):
 
     def describe(self) -> dict:
         return {**super().describe(), "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
-                "batch_size": self.batch_size}
+                "batch_size": self.batch_size, "engine": self.engine}
 
     def render(self, req: ChatRequest) -> str:
         text = self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
@@ -90,8 +100,11 @@ class HFBackend(Backend):
 
     @torch.inference_mode()
     def _generate_batch(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
-        if requests[0].params.temperature <= 0 and self.prefix_sharing:
-            return self._greedy_shared(texts, requests)
+        if self.engine == "fast":
+            if requests[0].params.temperature <= 0:
+                return self._greedy_shared(texts, requests)
+            if requests[0].logprobs is None:
+                return self._sampled(texts, requests)
         params, want = requests[0].params, requests[0].logprobs
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         kwargs = {"max_new_tokens": params.max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id,
@@ -124,6 +137,24 @@ class HFBackend(Backend):
             if logprobs is not None:
                 comp.logprobs = self._token_logprobs(row[:max(n, 1)], logprobs[i], want)
             results.append(comp)
+        return results
+
+    def _sampled(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
+        """Sampled requests through `generate.backends.decode`: a random stream per request
+        (seeded by the request), no vocabulary sort, finished rows leave the batch."""
+        prompts = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        params = requests[0].params
+        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        with self._lock:
+            outs = sample_batch(self.lm, prompts, max_new_tokens=params.max_new_tokens,
+                                temperature=params.temperature, top_p=params.top_p, seeds=[r.seed for r in requests],
+                                pad_id=self.tokenizer.pad_token_id, stop_ids=stop, store=self.store)
+        results = []
+        for ids, tokens in zip(prompts, outs):
+            n = next((j for j, t in enumerate(tokens) if t in stop), len(tokens))
+            results.append(Completion(text=self.tokenizer.decode(tokens[:n], skip_special_tokens=True),
+                                      prompt_tokens=len(ids), completion_tokens=n,
+                                      finish_reason="stop" if n < len(tokens) else "length"))
         return results
 
     def _greedy_shared(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:

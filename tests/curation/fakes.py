@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable
+from pathlib import Path
 
 from generate.backends import Backend, ChatRequest, Completion, Model, RetryPolicy, TokenLogprob
 
@@ -79,3 +80,20 @@ class CurationBackend(Backend):
 
 def model_of(backend: Backend) -> Model:
     return Model(backend, policy=RetryPolicy(retries=0, empty_retries=0))
+
+
+def save_tiny_reward_model(run: Path, max_positions: int = 96) -> Path:
+    """A 1-layer Llama reward head with SmolLM2's tokenizer, saved like a trained run (`run/merged/`)."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
+
+    from train.model import resolve_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
+    torch.manual_seed(0)
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=max_positions,
+                         num_labels=1, pad_token_id=tokenizer.pad_token_id)
+    LlamaForSequenceClassification(config).save_pretrained(run / "merged")
+    tokenizer.save_pretrained(run / "merged")
+    return run

@@ -7,6 +7,7 @@ import pytest
 from generate.common.errors import UsageError
 from rewards import RewardContext, build_rewards
 from rewards.reward_model import RewardModelScorer, resolve_rm_dir
+from tests.curation.fakes import save_tiny_reward_model
 from tests.train.conftest import chat
 
 PROMPT = [{"role": "user", "content": "Write a story about a comet."}]
@@ -15,20 +16,7 @@ PROMPT = [{"role": "user", "content": "Write a story about a comet."}]
 @pytest.fixture(scope="module")
 def tiny_rm(tmp_path_factory):
     """A 1-layer Llama reward head with SmolLM2's tokenizer, saved like a trained run (`merged/`)."""
-    import torch
-    from transformers import AutoTokenizer, LlamaConfig, LlamaForSequenceClassification
-
-    from train.model import resolve_model_path
-
-    tokenizer = AutoTokenizer.from_pretrained(resolve_model_path("smollm2-135m-instruct"))
-    torch.manual_seed(0)
-    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=96, num_labels=1,
-                         pad_token_id=tokenizer.pad_token_id)
-    run = tmp_path_factory.mktemp("rm_run")
-    LlamaForSequenceClassification(config).save_pretrained(run / "merged")
-    tokenizer.save_pretrained(run / "merged")
-    return run
+    return save_tiny_reward_model(tmp_path_factory.mktemp("rm_run"))
 
 
 def test_a_batch_scores_like_one_at_a_time_and_long_ones_get_none(tiny_rm):

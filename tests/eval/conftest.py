@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from generate.common.paths import cache_dir
 from tests.embedders import CountingEmbedder
 
 HEADER = (
@@ -40,3 +41,14 @@ def tiny_corpus(tmp_path: Path) -> Path:
 @pytest.fixture
 def counting_embedder() -> CountingEmbedder:
     return CountingEmbedder()
+
+
+@pytest.fixture
+def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reference caches go to a temp dir; the converted default model stays shared (no reconversion)."""
+    models = cache_dir("models")
+    root = tmp_path / "cache"
+    root.mkdir()
+    (root / "models").symlink_to(models, target_is_directory=True)
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(root))
+    monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)

@@ -14,7 +14,6 @@ from eval.metrics.catalog import RULE_METRICS
 from eval.run import EvalConfig, Evaluator
 from generate.common.cli import run_cli
 from generate.common.errors import UsageError
-from generate.common.paths import cache_dir
 
 ASPECTS = ["concepts", "logic", "characters", "world_building", "ethics"]
 METRICS = [*ASPECTS, *(m.key for m in RULE_METRICS)]
@@ -55,17 +54,6 @@ def evaluate(files: list[Path], out: Path, fakes: Fakes, embedder, **options) ->
     cfg = EvalConfig(stories=[str(f) for f in files], out=str(out), judge="fake-judge", judge_mode="sample",
                      samples=2, max_parse_retries=1, **options)
     return Evaluator(cfg, models=fakes.models, embedder=embedder).run()
-
-
-@pytest.fixture
-def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Reference caches go to a temp dir; the converted default model stays shared (no reconversion)."""
-    models = cache_dir("models")
-    root = tmp_path / "cache"
-    root.mkdir()
-    (root / "models").symlink_to(models, target_is_directory=True)
-    monkeypatch.setenv("SCIFI_CACHE_DIR", str(root))
-    monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)
 
 
 def rows(out: Path) -> list[dict]:

@@ -18,7 +18,7 @@ KEY = "sk-stub-4b1d9e0c-secret"
 POLICY = RetryPolicy(retries=3, backoff=0.01, max_backoff=0.05, max_retry_after=0.3)
 
 
-def model_via(proxy: FaultProxy, timeout: float = 0.5) -> Model:
+def model_via(proxy: FaultProxy, timeout: float = 1.5) -> Model:
     backend = OpenAIBackend("stub", base_url=proxy.base_url, api_key=KEY, concurrency=1, timeout=timeout)
     return Model(backend, policy=RetryPolicy(**vars(POLICY)))
 
@@ -29,7 +29,7 @@ def ask(text: str) -> ChatRequest:
 
 @pytest.mark.parametrize("fault", sorted(FAULTS))
 def test_each_fault_is_retried_counted_and_survived(stub, fault):
-    with FaultProxy(stub.base_url, schedule=[(0, fault)], stall_s=1.0, retry_after=0.2, lifetime=60) as proxy:
+    with FaultProxy(stub.base_url, schedule=[(0, fault)], stall_s=3.0, retry_after=0.2, lifetime=60) as proxy:
         model = model_via(proxy)
         started = time.monotonic()
         (out,) = model.generate([ask("Write about comets.")])

@@ -33,10 +33,10 @@ def test_judge_scores_with_shared_prefixes_equal_plain_generate():
     stories = ["The comet sang of drowned colonists.", "Rust bloomed on the orbital garden.",
                "A keeper lit the lamp as the moon turned.", ""]
     scores = {}
-    for sharing in (False, True):
-        backend = HFBackend(str(smollm2_dir()), batch_size=16, dtype="float32", prefix_sharing=sharing)
-        scores[sharing] = [j.scores for j in Judge(Model(backend), mode="logprob").score(stories, desc=None)]
-    for plain, shared in zip(scores[False], scores[True]):
+    for engine in ("generate", "fast"):
+        backend = HFBackend(str(smollm2_dir()), batch_size=16, dtype="float32", engine=engine)
+        scores[engine] = [j.scores for j in Judge(Model(backend), mode="logprob").score(stories, desc=None)]
+    for plain, shared in zip(scores["generate"], scores["fast"]):
         assert plain.keys() == shared.keys()
         for aspect in plain:
             assert (plain[aspect] is None) == (shared[aspect] is None)

@@ -7,7 +7,7 @@ import time
 import pytest
 from transformers import TrainerControl, TrainerState
 
-from rewards import timing
+from generate.common import timing
 from train.callbacks import RewardTimingCallback
 
 

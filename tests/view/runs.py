@@ -52,6 +52,8 @@ def score(s: dict, judge: float | None, missing: dict | None = None, kl: float |
                                        "backend_failures": 0})
     if judge is None:
         row["missing"].update({a: "empty story: not judged" for a in ASPECTS})
+    else:  # sample mode keeps the judge's replies; a story's own text may be quoted in them
+        row["judge_replies"] = {next(iter(ASPECTS)): [f"It quotes {s['text'][:40]}\nScore: {int(judge)}"]}
     if s["framework"] == "single":
         row["missing"]["homogenization"] = "one story per prompt"
     row["missing"]["draft_to_final_similarity"] = "not computed in this fixture"

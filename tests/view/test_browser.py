@@ -89,7 +89,10 @@ def test_prompt_page_shows_drafts_differences_and_who_said_what(view, tmp_path):
     single = page.locator(".run-col[data-run=single] .story")
     assert single.locator("td[data-metric=judge_average]").inner_text() == "3.00"
     assert single.locator("td[data-metric=homogenization]").inner_text() == "missing: one story per prompt"
-    assert "sampled replies are not stored" in single.inner_text()
+    replies = single.locator("details.replies")
+    assert replies.count() == 1 and replies.locator("summary").inner_text().startswith("judge replies, Concepts (1)")
+    replies.locator("summary").click()
+    assert replies.locator("pre.reply").inner_text().endswith("Score: 3")
     page.screenshot(path=tmp_path / "prompt.png", full_page=True)
     page.go_back()
     assert page.locator("#overview").is_visible() and not page.locator("#prompt").is_visible()
@@ -115,6 +118,8 @@ def test_hostile_text_is_shown_as_text_and_runs_nothing(view):
     open_prompt(view, "voice-01")
     gamma = page.locator(".run-col[data-run=review] .story[data-agent=gamma] .final")
     assert gamma.evaluate("x => x.textContent") == HOSTILE and gamma.evaluate("x => x.children.length") == 0
+    quoted = page.locator(".run-col[data-run=review] .story[data-agent=gamma] pre.reply")
+    assert quoted.evaluate("x => x.children.length") == 0  # a reply quoting the story is text too
     fed = page.locator(".history[data-agent=alpha] .feedback-item[data-from=gamma] .text").first
     assert fed.evaluate("x => x.textContent").endswith(HOSTILE)
     page.locator("#prompt nav a", has_text="all prompts").click()

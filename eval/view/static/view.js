@@ -260,12 +260,14 @@ function scoreTable(story, run) {
     const n = Object.entries(j.n_samples || {}).map(([a, k]) => `${(METRIC[a] || { label: a }).label} ${k}`).join(", ");
     notes.push(`judge (${run.judge_mode || "?"} mode): ${j.requests} replies, ${j.parse_failures} parse failures, ` +
       `${j.backend_failures} lost to the backend; valid judgements per aspect: ${n}`);
-    if (run.judge_mode === "sample") notes.push("The judge's sampled replies are not stored by the evaluation; only their counts are.");
   }
+  const replies = Object.entries(story.judge_replies || {}).map(([a, texts]) =>
+    h("details", { class: "replies" }, h("summary", {}, `judge replies, ${(METRIC[a] || { label: a }).label} (${texts.length})`),
+      texts.map((t) => h("pre", { class: "reply" }, t))));
   if (story.notes) notes.push("sanitised: " + [].concat(story.notes).join("; "));
   const u = story.usage;
   if (u) notes.push(`cost of this agent: ${u.calls ?? "?"} calls, ${u.prompt_tokens ?? "?"} prompt + ${u.completion_tokens ?? "?"} completion tokens`);
-  return [h("table", { class: "scores" }, h("tbody", {}, rows)), notes.map((t) => h("p", { class: "note" }, t))];
+  return [h("table", { class: "scores" }, h("tbody", {}, rows)), notes.map((t) => h("p", { class: "note" }, t)), replies];
 }
 
 // The writer saw Review feedback numbered in order ("Reviewer 1..N", generate/frameworks/review.py

@@ -1,4 +1,5 @@
-"""Wall-clock intervals of reward computations, for the reward-time callback.
+"""Wall-clock intervals of named pieces of work: the rewards of a training step (read by the
+reward-time callback) and the parts of an evaluation (judge, surprisal, metrics).
 
 Async rewards (the judge, gated rewards) run concurrently, so summing their durations would
 overstate the time they cost; a `Timer` keeps (start, end) intervals and the callback reports the
@@ -31,6 +32,12 @@ class Timer:
             end = time.perf_counter()
             with self._lock:
                 self._intervals.append((name, start, end))
+
+    def seconds(self) -> dict[str, float]:
+        """Seconds per name so far (the union of each name's intervals), without clearing."""
+        with self._lock:
+            intervals = list(self._intervals)
+        return {name: union_seconds(intervals, {name}) for name in sorted({n for n, _, _ in intervals})}
 
     def take(self) -> list[tuple[str, float, float]]:
         """Every interval recorded since the last call, clearing the record."""

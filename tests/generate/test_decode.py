@@ -1,0 +1,82 @@
+"""The fast engine's sampled decoding: the nucleus it keeps, a random stream per request, and
+prefixes reused from earlier prompts (same tokens as recomputing them, on the real model)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from transformers.generation.logits_process import TopPLogitsWarper
+
+from generate.backends.decode import PrefixStore, nucleus, sample
+
+
+@pytest.mark.parametrize("scale", [0.5, 2.0, 6.0])
+def test_the_nucleus_is_the_set_transformers_keeps(scale):
+    torch.manual_seed(0)
+    logits = torch.randn(6, 5000) * scale
+    ref = TopPLogitsWarper(0.9)(None, logits.clone())
+    idx, kept = nucleus(torch.softmax(logits, -1), 0.9, k=64)  # small k: the fallback sort is exercised too
+    for r in range(6):
+        mine = set(idx[r][kept[r] > 0].tolist())
+        theirs = set((ref[r] > -torch.inf).nonzero().flatten().tolist())
+        assert len(mine ^ theirs) <= 1  # at most the boundary token, where float sums round differently
+
+
+def test_a_requests_draws_depend_on_its_own_seed_only():
+    torch.manual_seed(1)
+    logits = torch.randn(3, 1000)
+    gens = lambda seeds: [torch.Generator().manual_seed(s) for s in seeds]  # noqa: E731
+    together = sample(logits, 0.9, 0.95, gens([11, 12, 13]))
+    alone = sample(logits[1:2], 0.9, 0.95, gens([12]))
+    assert int(together[1]) == int(alone[0])
+    draws = torch.stack([sample(logits[:1], 1.0, 1.0, gens([s])) for s in range(4000)]).flatten()
+    probs = torch.softmax(logits[0], -1)
+    top = int(probs.argmax())
+    assert abs(float((draws == top).float().mean()) - float(probs[top])) < 0.03  # Gumbel-max draws from p
+
+
+def test_the_store_returns_the_longest_common_prefix_and_keeps_its_budget():
+    kv = lambda n: [(torch.zeros(1, n, 2), torch.ones(1, n, 2))]  # noqa: E731 - one layer, H=1, D=2
+    store = PrefixStore(budget_bytes=10_000)
+    base = list(range(100))
+    store.add(base + [7, 7, 7], kv(103))
+    store.add(base + [8] * 20, kv(120))
+    n, got = store.lookup(base + [8] * 10 + [9])
+    assert n == 110 and got[0][0].shape == (1, 110, 2)
+    assert store.lookup(base + [8] * 20)[0] == 119  # an exact repeat keeps one token of its own
+    assert store.lookup(list(range(1, 200)))[0] == 0  # other first tokens: no candidate
+    store.add(list(range(500, 1000)), kv(500))  # over budget: the least recently used entry goes
+    assert store.size <= 10_000 and len(store.entries) == 2
+    assert store.lookup(base + [7, 7, 7, 7])[0] == 100  # only the shared base, from the [8] entry
+
+
+@pytest.mark.slow
+def test_reused_prefixes_give_the_same_tokens_as_recomputing_them():
+    """A debate-like second round (history + reply + a new turn) through the real model in float32:
+    with the store, most of each prompt is reused, and the sampled tokens are the same."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generate.backends.decode import sample_batch
+    from generate.backends.embedded import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+
+    def ids(messages):
+        return tok(tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False),
+                   add_special_tokens=False)["input_ids"]
+
+    first = [[{"role": "user", "content": f"Writing task: a story about a comet, take {i}. About 300 words."}]
+             for i in range(3)]
+    store, stop = PrefixStore(), {tok.eos_token_id}
+    replies = sample_batch(lm, [ids(m) for m in first], max_new_tokens=24, temperature=0.9, top_p=0.9,
+                           seeds=[1, 2, 3], pad_id=tok.eos_token_id, stop_ids=stop, store=store)
+    second = [ids(m + [{"role": "assistant", "content": tok.decode(r, skip_special_tokens=True)},
+                       {"role": "user", "content": "Read the others' stories and write an updated one."}])
+              for m, r in zip(first, replies)]
+    reused = sample_batch(lm, second, max_new_tokens=16, temperature=0.9, top_p=0.9, seeds=[4, 5, 6],
+                          pad_id=tok.eos_token_id, stop_ids=stop, store=store)
+    assert store.hits == 3 and store.reused_tokens > 0.6 * sum(map(len, second))
+    fresh = sample_batch(lm, second, max_new_tokens=16, temperature=0.9, top_p=0.9, seeds=[4, 5, 6],
+                         pad_id=tok.eos_token_id, stop_ids=stop)
+    assert reused == fresh
