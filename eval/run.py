@@ -172,9 +172,13 @@ class Evaluator:
     def metrics(self) -> StoryMetrics:
         """The rule-based metrics' reference side (the same `StoryMetrics` the rewards use)."""
         if self._metrics is None:
-            self._metrics = StoryMetrics.load(self.cfg.reference_dir, self.embedder, kl_alpha=self.cfg.kl_alpha,
-                                              max_chunks=self.cfg.reference_max_chunks, seed=self.cfg.seed)
+            with self.timer.timed("reference"):  # the corpus's embeddings: computed once, then cached
+                self._metrics = self._load_metrics()
         return self._metrics
+
+    def _load_metrics(self) -> StoryMetrics:
+        return StoryMetrics.load(self.cfg.reference_dir, self.embedder, kl_alpha=self.cfg.kl_alpha,
+                                 max_chunks=self.cfg.reference_max_chunks, seed=self.cfg.seed)
 
     def provenance(self) -> dict:
         """What makes these scores comparable with another evaluation's: judge, scorer, reference."""

@@ -14,7 +14,7 @@ interaction, and at what cost? And which reward signal trains the better writer?
    `composite` (ours: judge + novelty + diversity + length), `rm` (the Bradley-Terry reward model
    trained on multi-agent curated preferences; arXiv 2508.21476 3.1) and `principle` (the
    adversarially optimised principle judge; 3.2). The signals are prepared first
-   (`scripts/signal_steps.py`: candidates on training prompts, curation, reward model, weak
+   (`train/signals.py`: candidates on training prompts, curation, reward model, weak
    labels, principle optimisation).
 4. Each tuned writer as single agent on the evaluation prompts; the composite one also in Review.
 5. Evaluate every run with one judge and one surprisal scorer (the base writer, so that surprisal
@@ -49,7 +49,7 @@ from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
 from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
-from scripts import signal_steps
+from train import signals as signal_steps
 from train.split import load_split, split_tasks
 
 log = logging.getLogger("end_to_end")

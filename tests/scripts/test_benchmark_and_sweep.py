@@ -35,7 +35,7 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
     md = (out / "benchmark.md").read_text()
     assert "| review |" in md and "Tokens × single" in md and "(se " in md
     seconds = table["frameworks"]["review"]["seconds"]  # where the time went: generation and eval parts
-    assert {"generation", "judge", "surprisal", "metrics"} <= set(seconds) and all(v >= 0 for v in seconds.values())
+    assert {"generation", "reference", "judge", "surprisal", "metrics"} <= set(seconds) and all(v >= 0 for v in seconds.values())
     assert "Where the time went:" in md and "judge (min)" in md
     assert json.loads((out / "manifest.json").read_text())["config"]["frameworks"] == ["single", "review"]
     journals = {fw: [r["key"] for r in read_jsonl(out / fw / "calls.jsonl")] for fw in ("single", "review")}
