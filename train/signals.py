@@ -63,13 +63,13 @@ def candidates(out: Path, given: list[str], train_tasks: list[Task], eval_tasks:
 
 
 def curate(out: Path, candidate_runs: list[Path], reference_dir: str | None) -> Path:
-    target = out / "preferences.jsonl"
-    if not (out / "manifest.json").is_file() or not target.is_file():
-        cmd = [sys.executable, "-m", "rewards.curate", "--candidates", *map(str, candidate_runs), "--out", str(out)]
-        if reference_dir:
-            cmd += ["--reference-dir", reference_dir]
-        run(cmd, "curation")
-    return target
+    """Always run: curation resumes (judged responses are skipped, journaled calls replayed), and a
+    previous run that ended with failed responses must retry them, not hand on partial pairs."""
+    cmd = [sys.executable, "-m", "rewards.curate", "--candidates", *map(str, candidate_runs), "--out", str(out)]
+    if reference_dir:
+        cmd += ["--reference-dir", reference_dir]
+    run(cmd, "curation")
+    return out / "preferences.jsonl"
 
 
 def reward_model(out: Path, preferences: Path, config: str) -> Path:
@@ -88,9 +88,8 @@ def principles(out: Path, reference_dir: str | None, iterations: int, writer: st
         if reference_dir:
             cmd += ["--reference-dir", reference_dir]
         run(cmd, "weak labels")
-    target = opt / "principles.yaml"
-    if not target.is_file():
-        run([sys.executable, "-m", "rewards.principles", "optimize", "--labelled", str(labels), "--model", writer,
-             "--iterations", str(iterations), "--attacks", "6", "--checks", "24", "--max-diagnoses", "6",
-             "--max-new-tokens", "192", "--out", str(opt)], "principle optimisation")
-    return target
+    # Always run: the optimisation resumes (finished iterations kept, journaled calls replayed).
+    run([sys.executable, "-m", "rewards.principles", "optimize", "--labelled", str(labels), "--model", writer,
+         "--iterations", str(iterations), "--attacks", "6", "--checks", "24", "--max-diagnoses", "6",
+         "--max-new-tokens", "192", "--out", str(opt)], "principle optimisation")
+    return opt / "principles.yaml"
