@@ -40,7 +40,10 @@ def test_resume_after_kill(tmp_path):
     stories = list(read_jsonl(out / "stories.jsonl"))
     assert len(stories) == 6 and len({s["story_id"] for s in stories}) == 6
     keys = [r["key"] for r in read_jsonl(journal)]
-    assert len(keys) == 24 and len(set(keys)) == 24  # each call made exactly once across both runs
+    # Each call made exactly once across both runs: 12 protocol calls per prompt, plus a re-ask of
+    # any reply that was blank once cleaned (an 8-token reply can be all wrapper: "Sure! Here's").
+    calls = sum({s["prompt_id"]: s["prompt_usage"]["calls"] for s in stories}.values())
+    assert len(keys) == len(set(keys)) == calls >= 24
 
     third = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=600)
     assert third.returncode == 0 and "0 to run" in third.stderr
