@@ -7,10 +7,10 @@ break resuming, which skips stories by id).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from generate.common.errors import UsageError
+from generate.common.jsonl import parse_object
 
 REQUIRED = {"story_id": str, "prompt_id": str, "framework": str, "prompt": str, "text": str}
 
@@ -48,12 +48,7 @@ def _read(path: Path):
             if not line.strip():
                 continue
             where = f"{path}:{n}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:
-                raise UsageError(f"{where}: not valid JSON") from None
-            if not isinstance(row, dict):
-                raise UsageError(f"{where}: expected a JSON object")
+            row = parse_object(line, where)
             for key, kind in REQUIRED.items():
                 if not isinstance(row.get(key), kind):
                     raise UsageError(f"{where}: field {key!r} missing or not a {kind.__name__}")

@@ -106,3 +106,15 @@ def _last_newline(fh, size: int) -> int:
             return start + i
         end = start
     return -1
+
+
+def parse_object(line: str, where: str) -> dict[str, Any]:
+    """One line of a user's JSONL input as a JSON object, or a one-line `UsageError` naming `where`
+    (file:line) when it is not valid JSON or not an object."""
+    try:
+        row = json.loads(line)
+    except json.JSONDecodeError:
+        raise UsageError(f"{where}: not valid JSON") from None
+    if not isinstance(row, dict):
+        raise UsageError(f"{where}: expected a JSON object")
+    return row

@@ -15,12 +15,12 @@ with the chat template, which is how the `reward_model` reward scores a GRPO com
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from generate.common.errors import UsageError
+from generate.common.jsonl import parse_object
 from generate.common.manifest import sha256_text
 
 
@@ -66,12 +66,7 @@ def load_candidates(paths: list[str], limit: int | None = None) -> list[Candidat
 
 
 def _candidate(line: str, where: str) -> Candidate:
-    try:
-        row = json.loads(line)
-    except json.JSONDecodeError:
-        raise UsageError(f"{where}: not valid JSON") from None
-    if not isinstance(row, dict):
-        raise UsageError(f"{where}: expected a JSON object")
+    row = parse_object(line, where)
     prompt, text = row.get("prompt"), row.get("text", row.get("response"))
     if not isinstance(prompt, str) or not prompt.strip() or not isinstance(text, str):
         raise UsageError(f"{where}: a candidate needs 'prompt' and 'text' (stories.jsonl) or 'response'")

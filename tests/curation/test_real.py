@@ -93,26 +93,14 @@ def test_reward_trainer_run_saves_a_model_and_its_heldout_accuracy(trained_rm):
 @pytest.mark.slow
 @pytest.mark.train
 def test_the_reward_model_reward_drives_a_real_grpo_step(trained_rm, tmp_path):
-    from trl import GRPOConfig
-
-    from generate.datasets import load_dataset
     from rewards import RewardContext, build_rewards
-    from train.data import prompt_dataset
-    from train.model import resolve_model_path
-    from train.trainer import GRPOTrainer
+    from tests.train.conftest import one_grpo_step
 
     out, _ = trained_rm
     context = RewardContext()
     funcs = build_rewards(["reward_model", "length"], {"reward_model": {"model_dir": str(out)},
                                                        "length": {"target_words": 5}}, context=context)
-    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=1, per_device_train_batch_size=2,
-                      num_generations=2, max_completion_length=8, logging_steps=1, report_to="none",
-                      save_strategy="no", gradient_checkpointing=False)
-    trainer = GRPOTrainer(model=resolve_model_path("smollm2-135m-instruct"), reward_funcs=funcs, args=args,
-                          train_dataset=prompt_dataset(load_dataset("default")[:2]))
-    trainer.train()
-    logged = trainer.state.log_history[0]
-    assert trainer.state.global_step == 1
+    logged = one_grpo_step(tmp_path, funcs)
     assert math.isfinite(logged["rewards/reward_model/mean"]) and logged["rewards/reward_model/filled"] == 0
     assert len([k for k in context._resources if k[0] == "reward_model"]) == 1
 

@@ -39,22 +39,10 @@ def test_a_real_optimisation_runs_and_resumes(tmp_path, prose_corpus, default_mo
 @pytest.mark.train
 def test_principle_judge_inside_a_real_grpo_step(tmp_path):
     """One GRPO step whose reward is the bundled model judging under our principles (P(good))."""
-    from trl import GRPOConfig
-
-    from generate.datasets import load_dataset
-    from train.data import prompt_dataset
-    from train.model import resolve_model_path
-    from train.trainer import GRPOTrainer
+    from tests.train.conftest import one_grpo_step
 
     funcs = build_rewards(["principle_judge", "length"], {"principle_judge": {"timeout": 300, "batch_size": 4},
                                                           "length": {"target_words": 5}})
-    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=1, per_device_train_batch_size=2,
-                      num_generations=2, max_completion_length=8, logging_steps=1, report_to="none",
-                      save_strategy="no", gradient_checkpointing=False)
-    trainer = GRPOTrainer(model=resolve_model_path("smollm2-135m-instruct"), reward_funcs=funcs, args=args,
-                          train_dataset=prompt_dataset(load_dataset("default")[:2]))
-    trainer.train()
-    logged = trainer.state.log_history[0]
-    assert trainer.state.global_step == 1
+    logged = one_grpo_step(tmp_path, funcs)
     assert 0.0 <= logged["rewards/principle_judge/mean"] <= 1.0
     assert logged["rewards/principle_judge/filled"] == 0.0  # no judge failure

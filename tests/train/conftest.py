@@ -52,3 +52,23 @@ def tiny_reference(tmp_path, monkeypatch) -> Path:
 def chat(text: str) -> list[dict[str, str]]:
     """A completion as trl passes it for conversational prompts."""
     return [{"role": "assistant", "content": text}]
+
+
+def one_grpo_step(tmp_path: Path, funcs: list) -> dict:
+    """One real GRPO step of the bundled writer on two prompts with these reward functions; the
+    step's log entry (the trainer is real, only the step count and lengths are tiny)."""
+    from trl import GRPOConfig
+
+    from generate.datasets import load_dataset
+    from train.data import prompt_dataset
+    from train.model import resolve_model_path
+    from train.trainer import GRPOTrainer
+
+    args = GRPOConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, max_steps=1, per_device_train_batch_size=2,
+                      num_generations=2, max_completion_length=8, logging_steps=1, report_to="none",
+                      save_strategy="no", gradient_checkpointing=False)
+    trainer = GRPOTrainer(model=resolve_model_path("smollm2-135m-instruct"), reward_funcs=funcs, args=args,
+                          train_dataset=prompt_dataset(load_dataset("default")[:2]))
+    trainer.train()
+    assert trainer.state.global_step == 1
+    return trainer.state.log_history[0]
