@@ -165,7 +165,7 @@ class HFBackend(Backend):
         stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
         with self._lock:
             outs = greedy_with_prefix(self.lm, prompts, requests[0].params.max_new_tokens, self.tokenizer.pad_token_id,
-                                      stop, self.batch_size)
+                                      stop, self.batch_size, store=self.store)
         want = requests[0].logprobs
         results = []
         for ids, (tokens, dists) in zip(prompts, outs):

@@ -16,6 +16,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import torch
+from transformers import DynamicCache
+
+from generate.backends.decode import PrefixStore, RoomyCache
 
 MIN_SHARED = 32  # a shorter common prefix is not worth a separate prefill
 
@@ -63,8 +66,10 @@ def _common(a: list[int], b: list[int]) -> int:
 
 @torch.inference_mode()
 def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id: int, stop_ids: set[int],
-                       batch_size: int, top_k: int = 0) -> list[tuple[list[int], list[torch.Tensor]]]:
-    """Greedy continuation of every prompt, each shared prefix encoded once.
+                       batch_size: int, top_k: int = 0,
+                       store: PrefixStore | None = None) -> list[tuple[list[int], list[torch.Tensor]]]:
+    """Greedy continuation of every prompt, each shared prefix encoded once, and with a `store`
+    once across calls (the judge asks the same five rubric questions at every GRPO step).
 
     Returns:
         Per prompt: (generated token ids up to and including a stop token, the log-softmax over
@@ -74,8 +79,7 @@ def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id
     for group in shared_prefix_groups(prompts):
         cache = None
         if group.prefix:
-            out = lm(input_ids=torch.tensor([group.prefix], device=lm.device), use_cache=True)
-            cache = out.past_key_values
+            cache = _encode_prefix(lm, group.prefix, store)
         for start in range(0, len(group.members), batch_size):
             idx = group.members[start:start + batch_size]
             for i, res in zip(idx, _decode(lm, cache, len(group.prefix), [prompts[i][len(group.prefix):] for i in idx],
@@ -84,11 +88,24 @@ def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id
     return results
 
 
+def _encode_prefix(lm, prefix: list[int], store: PrefixStore | None) -> DynamicCache:
+    """The (batch of one) cache of a shared prefix, reusing what the store has of it."""
+    used, kv = store.lookup(prefix) if store is not None else (0, None)
+    past = DynamicCache(ddp_cache_data=[(k[None].to(lm.device), v[None].to(lm.device)) for k, v in kv]) if kv else None
+    out = lm(input_ids=torch.tensor([prefix[used:]], device=lm.device), past_key_values=past, use_cache=True,
+             position_ids=torch.arange(used, len(prefix), device=lm.device)[None], logits_to_keep=1)
+    if store is not None:
+        store.add(prefix, [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers])
+    return out.past_key_values
+
+
 def _decode(lm, prefix_cache, prefix_len: int, suffixes: list[list[int]], max_new_tokens: int, pad_id: int,
             stop_ids: set[int]) -> list[tuple[list[int], list[torch.Tensor]]]:
-    """Run right-padded suffixes after a shared prefix cache, then greedy steps."""
-    import copy
+    """Run right-padded suffixes after a shared prefix cache, then greedy steps.
 
+    The prefix's keys and values are copied once into a cache with room for the suffixes and the
+    new tokens (`RoomyCache`: no per-step concatenation), and only each row's last real position
+    goes through the vocabulary projection (a 49k-wide row per token otherwise)."""
     device = lm.device
     n, width = len(suffixes), max(len(s) for s in suffixes)
     ids = torch.full((n, width), pad_id, dtype=torch.long, device=device)
@@ -96,15 +113,25 @@ def _decode(lm, prefix_cache, prefix_len: int, suffixes: list[list[int]], max_ne
     for r, s in enumerate(suffixes):
         ids[r, :len(s)] = torch.tensor(s, device=device)
         real[r, :len(s)] = 1
-    cache = None
-    if prefix_cache is not None:
-        cache = copy.deepcopy(prefix_cache)
-        cache.batch_repeat_interleave(n)
+    if prefix_cache is None:
+        cache = RoomyCache(width + max_new_tokens)
+    else:
+        buffers = []
+        for layer in prefix_cache.layers:
+            k, v = layer.keys, layer.values
+            shape = (n, k.shape[1], prefix_len + width + max_new_tokens, k.shape[-1])
+            kb, vb = k.new_empty(shape), v.new_empty(shape)
+            kb[:, :, :prefix_len], vb[:, :, :prefix_len] = k, v
+            buffers.append((kb, vb))
+        cache = RoomyCache(max_new_tokens, buffers, prefix_len)
     mask = torch.cat([torch.ones((n, prefix_len), dtype=torch.long, device=device), real], dim=1)
     positions = (prefix_len + torch.arange(width, device=device)).expand(n, width)
-    out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
     lengths = real.sum(dim=1)
-    logp = torch.log_softmax(out.logits[torch.arange(n), lengths - 1].float(), dim=-1)
+    keep = sorted(set((lengths - 1).tolist()))
+    out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
+             logits_to_keep=torch.tensor(keep, device=device))
+    pick = torch.tensor([keep.index(int(k)) for k in lengths - 1], device=device)
+    logp = torch.log_softmax(out.logits[torch.arange(n), pick].float(), dim=-1)
     cache = out.past_key_values
     tokens: list[list[int]] = [[] for _ in range(n)]
     dists: list[list[torch.Tensor]] = [[] for _ in range(n)]
@@ -123,7 +150,8 @@ def _decode(lm, prefix_cache, prefix_len: int, suffixes: list[list[int]], max_ne
         # The new token goes right after each row's own last real token: rows are right-padded, so
         # it sits at a slot past the padding; the padding slots stay masked.
         mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
-        out = lm(input_ids=choice[:, None].to(device), attention_mask=mask, position_ids=next_pos[:, None].to(device),
+        out = lm(input_ids=choice[:, None].to(device), attention_mask=mask[:, None, None, :].bool(),
+                 position_ids=next_pos[:, None].to(device),
                  past_key_values=cache, use_cache=True)
         cache = out.past_key_values
         logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)

@@ -29,6 +29,12 @@ def test_a_requests_draws_depend_on_its_own_seed_only():
     together = sample(logits, 0.9, 0.95, gens([11, 12, 13]))
     alone = sample(logits[1:2], 0.9, 0.95, gens([12]))
     assert int(together[1]) == int(alone[0])
+    flat = torch.zeros(1, 1000)  # its nucleus runs past the top-k, so it draws more numbers than a row whose
+    peaked = torch.randn(1, 1000) * 3  # nucleus does not: that must not advance the other row's stream
+    mixed_gens, alone_gens = gens([7, 8]), gens([8])
+    for _ in range(5):
+        assert int(sample(torch.cat([flat, peaked]), 1.0, 0.9, mixed_gens)[1]) == int(
+            sample(peaked, 1.0, 0.9, alone_gens)[0])
     draws = torch.stack([sample(logits[:1], 1.0, 1.0, gens([s])) for s in range(4000)]).flatten()
     probs = torch.softmax(logits[0], -1)
     top = int(probs.argmax())
@@ -80,3 +86,39 @@ def test_reused_prefixes_give_the_same_tokens_as_recomputing_them():
     fresh = sample_batch(lm, second, max_new_tokens=16, temperature=0.9, top_p=0.9, seeds=[4, 5, 6],
                          pad_id=tok.eos_token_id, stop_ids=stop)
     assert reused == fresh
+
+
+def test_prefill_groups_rows_by_length_within_the_token_budget():
+    from generate.backends.decode import _chunks
+
+    groups = _chunks([300, 10, 12, 290, 11, 900], budget=620)
+    assert groups == [[1, 4, 2], [3, 0], [5]]  # sorted; 3 x 12 <= 620, 2 x 300 <= 620; a long row alone
+    assert sorted(r for g in groups for r in g) == list(range(6))
+
+
+@pytest.mark.slow
+def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with():
+    """Prompts of very different lengths, some with a reused prefix and some without, prefilled in
+    separate groups and decoded together, sample what each samples alone (float32, same seeds)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generate.backends.decode import sample_batch
+    from generate.backends.embedded import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+
+    def ids(text):
+        return tok(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                           tokenize=False), add_special_tokens=False)["input_ids"]
+
+    base = "Writing task: a story about a lighthouse on a moon. " * 6
+    store, stop = PrefixStore(), {tok.eos_token_id}
+    sample_batch(lm, [ids(base)], max_new_tokens=8, temperature=0.9, top_p=0.9, seeds=[0],
+                 pad_id=tok.eos_token_id, stop_ids=stop, store=store)
+    prompts = [ids(base + "Now make it sad."), ids("Hi."), ids("A story about rain, " * 20), ids(base + "Shorter.")]
+    kwargs = {"max_new_tokens": 12, "temperature": 0.9, "top_p": 0.9, "pad_id": tok.eos_token_id, "stop_ids": stop}
+    together = sample_batch(lm, prompts, seeds=[1, 2, 3, 4], store=store, **kwargs)
+    assert store.hits >= 2  # the two rows that start with `base` reused it, the others did not
+    alone = [sample_batch(lm, [p], seeds=[s], **kwargs)[0] for p, s in zip(prompts, [1, 2, 3, 4])]
+    assert together == alone

@@ -4,8 +4,9 @@ as plain `generate()` on the real model (up to float noise)."""
 from __future__ import annotations
 
 import pytest
+import torch
 
-from generate.backends.prefix import shared_prefix_groups
+from generate.backends.prefix import greedy_with_prefix, shared_prefix_groups
 
 
 def test_prompts_group_by_their_long_common_prefix():
@@ -42,3 +43,27 @@ def test_judge_scores_with_shared_prefixes_equal_plain_generate():
             assert (plain[aspect] is None) == (shared[aspect] is None)
             if plain[aspect] is not None:
                 assert shared[aspect] == pytest.approx(plain[aspect], abs=1e-4)
+
+
+@pytest.mark.slow
+def test_a_stored_prefix_is_encoded_once_across_calls_with_the_same_scores():
+    """The judge's rubric prefixes come back at every call (every GRPO step): with a store the
+    second call reuses them, and its tokens and log-probabilities are those of the first."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generate.backends.decode import PrefixStore
+    from generate.backends.embedded import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+    rubric = "Rate the story below for its science, from 0 to 5, and explain nothing. " * 8
+    prompts = [tok(rubric + f"Story {i}: a probe wakes up on a comet. Score:", add_special_tokens=False)["input_ids"]
+               for i in range(3)]
+    store = PrefixStore()
+    first = greedy_with_prefix(lm, prompts, 2, tok.eos_token_id, {tok.eos_token_id}, 8, store=store)
+    assert store.hits == 0 and len(store.entries) == 1
+    second = greedy_with_prefix(lm, prompts, 2, tok.eos_token_id, {tok.eos_token_id}, 8, store=store)
+    assert store.hits == 1
+    for (t1, d1), (t2, d2) in zip(first, second):
+        assert t1 == t2
+        assert max(float((a - b).abs().max()) for a, b in zip(d1, d2)) < 1e-4
