@@ -46,9 +46,11 @@ story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Revi
 	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/story $(STORY_EVAL)
 
 # The second paper's reward signals: curate preferences from the benchmark's runs when they exist
-# (else from the base writer on training prompts), train the reward model, optimise principles,
-# then one GRPO writer per signal, compared on the same evaluation prompts as `make story`.
-BENCH_RUNS := $(wildcard runs/benchmark/*/stories.jsonl)
+# and SciFi-100 is the evaluation set (the benchmark's prompts come from the bundled set, whose
+# held-out prompts the other evaluation uses: end_to_end.py refuses such candidates), else from the
+# base writer on training prompts; train the reward model, optimise principles, then one GRPO
+# writer per signal, compared on the same evaluation prompts as `make story`.
+BENCH_RUNS := $(if $(SCIFI100),$(wildcard runs/benchmark/*/stories.jsonl))
 signals: setup
 	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/signals \
 		--signals composite rm principle $(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL)

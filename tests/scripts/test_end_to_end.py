@@ -58,3 +58,30 @@ def test_one_output_directory_holds_one_set_of_evaluation_prompts(story, split, 
     story.write_prompts(heldout, path)  # resuming the same story is fine
     with pytest.raises(UsageError, match="other evaluation prompts"):
         story.write_prompts(heldout[:2], path)
+
+
+def test_make_signals_curates_the_benchmarks_runs_only_when_they_cannot_answer_evaluation_prompts(tmp_path):
+    """`make benchmark` answers prompts of the bundled set, held-out ones included: `make signals`
+    hands them to the curator only when SciFi-100 is the evaluation set (else end_to_end.py would
+    rightly refuse them, and `make signals` after `make benchmark` would stop)."""
+    import os
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    makefile = Path(__file__).resolve().parents[2] / "Makefile"
+    (tmp_path / "runs/benchmark/single").mkdir(parents=True)
+    (tmp_path / "runs/benchmark/single/stories.jsonl").write_text("")
+    env = {k: v for k, v in os.environ.items() if k != "SCIFI100_PATH"}
+
+    def dry_run(**extra):
+        return subprocess.run(["make", "-n", "-o", "setup", "-f", str(makefile), "signals"], cwd=tmp_path,
+                              env={**env, **extra}, capture_output=True, text=True, check=True).stdout
+
+    out = dry_run()
+    assert "--eval-dataset heldout" in out and "--candidates" not in out
+    (tmp_path / "scifi100.json").write_text("[]")
+    out = dry_run(SCIFI100_PATH=str(tmp_path / "scifi100.json"))
+    assert "--candidates runs/benchmark/single/stories.jsonl" in out and "--eval-dataset scifi100" in out
