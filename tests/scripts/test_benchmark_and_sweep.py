@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 def corpus(tmp_path):
     directory = tmp_path / "corpus"
     directory.mkdir()
-    words = "the ship drifted past a cold moon while the crew argued about the engine and the stars".split()
+    words = ["the", "ship", "drifted", "past", "a", "cold", "moon", "while", "the", "crew", "argued", "about", "the", "engine", "and", "the", "stars"]
     for n in range(3):
         (directory / f"work{n}.txt").write_text(" ".join(words[(i * (n + 1)) % len(words)] for i in range(700)))
     return directory
