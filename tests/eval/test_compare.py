@@ -270,6 +270,14 @@ def test_verdict_names_the_significant_winner(runs):
                                      "significantly better than `base`: `better`.")
 
 
+def test_verdict_names_no_largest_gain_when_every_run_lost(runs, tmp_path):
+    worse = shifted(base_values(), {m: -0.5 for m in METRICS}, 0.05, seed=5)
+    runs["worse"] = write_run(tmp_path, "worse", {p: [v] for p, v in worse.items()})
+    judge = run_compare(runs, ["base", "worse"])["verdict"][0]
+    assert judge.startswith("**Judge average** (higher is better): no run gains over `base`; no run is significantly "
+                            "better than `base`; significantly worse: `worse`.")
+
+
 def test_verdict_says_when_nothing_is_significant(runs):
     result = run_compare(runs, ["base", "same"])
     assert all("no run is significantly better than `base`" in line for line in result["verdict"])
