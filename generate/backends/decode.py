@@ -110,15 +110,16 @@ class PrefixStore:
             self.buckets[old[:self.BUCKET]].discard(old)
             self.size -= sum(k.numel() * k.element_size() * 2 for k, _ in old_kv)
 
-    def lookup(self, tokens: list[int]) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
+    def lookup(self, tokens: list[int], whole: bool = False) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
         """(n, per-layer keys/values of the first n tokens) for the longest stored prefix of
-        `tokens`, leaving at least one token of its own; (0, None) when none is long enough."""
+        `tokens`, leaving at least one token of its own (whose logits the caller needs) unless
+        `whole` (a caller that wants only the cache); (0, None) when none is long enough."""
         best, best_key = 0, None
         for key in self.buckets.get(tuple(tokens[:self.BUCKET]), ()):
             n = _common(key, tokens)
             if n > best:
                 best, best_key = n, key
-        best = min(best, len(tokens) - 1)
+        best = min(best, len(tokens) - (0 if whole else 1))
         if best < self.BUCKET or best_key is None:
             return 0, None
         self.entries.move_to_end(best_key)

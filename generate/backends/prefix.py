@@ -4,8 +4,9 @@ The judge asks the same rubric question about many stories: per aspect, every re
 ~400 tokens of instructions, then one story, then a short tail. `generate()` re-encodes the
 shared instructions for every request, and that prefill is most of a judge call's cost. Here the
 requests are grouped by their longest common token prefix; each group's prefix is run once (batch
-of one), its KV cache is repeated over the group, and only the suffixes are run, right-padded, with
-positions continuing after the prefix. Greedy steps then continue from that cache.
+of one; not at all when the store holds it), and only the suffixes are run, the rows of every group
+together, right-padded, each after its own group's prefix cache with positions continuing after
+it. Greedy steps then continue from that cache.
 
 The result equals greedy `generate()` on each full prompt up to floating-point noise (the same
 attention, in a different association order); tests compare the two on the real model.
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from generate.backends.decode import PrefixStore, RoomyCache
+from generate.backends.decode import PrefixStore, RoomyCache, _chunks
 
 MIN_SHARED = 32  # a shorter common prefix is not worth a separate prefill
 
@@ -32,10 +33,13 @@ class Group:
 def shared_prefix_groups(prompts: list[list[int]], min_shared: int = MIN_SHARED) -> list[Group]:
     """Group prompts whose longest common prefix has at least `min_shared` tokens.
 
-    Prompts are sorted by their tokens, so prompts sharing a prefix are neighbours; a group grows
-    while its running common prefix stays long enough and would not shrink below half (a prompt
-    that shares only the first lines with a group opens its own: the judge's aspects share their
-    opening but each aspect's ~400-token question is a better prefix for its own stories). Every
+    Prompts are sorted by their tokens, so prompts sharing a prefix are neighbours and a prompt's
+    next neighbour is the one it shares most with: a one-prompt group takes it if they share
+    `min_shared` tokens, and a larger group grows while its running common prefix would not shrink
+    below half (a prompt that shares only the first lines with a group opens its own: the judge's
+    aspects share their opening but each aspect's ~250-token question is a better prefix for its
+    own stories). Before, a pair also had to share half of the first prompt, so stories longer than
+    the question never formed a group and the judge re-encoded its rubric for every story. Every
     prefix leaves at least one token of each member's own (the logits of the last prompt token
     must come from a suffix pass).
     """
@@ -45,7 +49,7 @@ def shared_prefix_groups(prompts: list[list[int]], min_shared: int = MIN_SHARED)
         if groups:
             g = groups[-1]
             common = _common(g.prefix, prompts[i])
-            if common >= min_shared and 2 * common > len(g.prefix):
+            if common >= min_shared and (len(g.members) == 1 or 2 * common > len(g.prefix)):
                 g.prefix = g.prefix[:common]
                 g.members.append(i)
                 continue
@@ -66,66 +70,92 @@ def _common(a: list[int], b: list[int]) -> int:
 
 @torch.inference_mode()
 def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id: int, stop_ids: set[int],
-                       batch_size: int, top_k: int = 0,
-                       store: PrefixStore | None = None) -> list[tuple[list[int], list[torch.Tensor]]]:
+                       batch_size: int, store: PrefixStore | None = None) -> list[tuple[list[int], list[torch.Tensor]]]:
     """Greedy continuation of every prompt, each shared prefix encoded once, and with a `store`
     once across calls (the judge asks the same five rubric questions at every GRPO step).
+
+    The rows of all groups then run together, in length-sorted chunks of at most `PREFILL_TOKENS`
+    padded tokens (`_chunks`, as prefill) and `batch_size` rows: the five aspects of a GRPO step's
+    short stories share one suffix pass and one set of greedy steps instead of one per aspect
+    (single-token passes of ~80 ms each and matrix products too thin for the CPU's peak), while
+    long stories go a few rows at a time (a 40-row pass over 760-token suffixes ran ~20% slower
+    than 8-row ones: its activations no longer fit the caches).
 
     Returns:
         Per prompt: (generated token ids up to and including a stop token, the log-softmax over
         the vocabulary at each generated position).
     """
-    results: list[tuple[list[int], list[torch.Tensor]]] = [([], []) for _ in prompts]
+    rows: list[tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]] = []
     for group in shared_prefix_groups(prompts):
-        cache = None
-        if group.prefix:
-            cache = _encode_prefix(lm, group.prefix, store)
-        for start in range(0, len(group.members), batch_size):
-            idx = group.members[start:start + batch_size]
-            for i, res in zip(idx, _decode(lm, cache, len(group.prefix), [prompts[i][len(group.prefix):] for i in idx],
-                                           max_new_tokens, pad_id, stop_ids)):
+        kv = _encode_prefix(lm, group.prefix, store) if group.prefix else None
+        rows += [(i, kv) for i in group.members]
+    results: list[tuple[list[int], list[torch.Tensor]]] = [([], []) for _ in prompts]
+    for chunk in _chunks([len(prompts[i]) - _length(kv) for i, kv in rows]):
+        for start in range(0, len(chunk), batch_size):
+            batch = [rows[c] for c in chunk[start:start + batch_size]]
+            for (i, _), res in zip(batch, _decode(lm, [kv for _, kv in batch],
+                                                  [prompts[i][_length(kv):] for i, kv in batch],
+                                                  max_new_tokens, pad_id, stop_ids)):
                 results[i] = res
     return results
 
 
-def _encode_prefix(lm, prefix: list[int], store: PrefixStore | None) -> DynamicCache:
-    """The (batch of one) cache of a shared prefix, reusing what the store has of it."""
-    used, kv = store.lookup(prefix) if store is not None else (0, None)
+def _length(kv: list[tuple[torch.Tensor, torch.Tensor]] | None) -> int:
+    return kv[0][0].shape[-2] if kv else 0
+
+
+def _encode_prefix(lm, prefix: list[int], store: PrefixStore | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """The per-layer (H, T, D) keys and values of a shared prefix; a prefix the store holds whole
+    costs no forward pass, one it holds in part only the rest."""
+    used, kv = store.lookup(prefix, whole=True) if store is not None else (0, None)
+    if used == len(prefix):
+        return kv
     past = DynamicCache(ddp_cache_data=[(k[None].to(lm.device), v[None].to(lm.device)) for k, v in kv]) if kv else None
     out = lm(input_ids=torch.tensor([prefix[used:]], device=lm.device), past_key_values=past, use_cache=True,
              position_ids=torch.arange(used, len(prefix), device=lm.device)[None], logits_to_keep=1)
+    layers = [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers]
     if store is not None:
-        store.add(prefix, [(layer.keys[0], layer.values[0]) for layer in out.past_key_values.layers])
-    return out.past_key_values
+        store.add(prefix, layers)
+    return layers
 
 
-def _decode(lm, prefix_cache, prefix_len: int, suffixes: list[list[int]], max_new_tokens: int, pad_id: int,
-            stop_ids: set[int]) -> list[tuple[list[int], list[torch.Tensor]]]:
-    """Run right-padded suffixes after a shared prefix cache, then greedy steps.
+def _decode(lm, prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], suffixes: list[list[int]],
+            max_new_tokens: int, pad_id: int, stop_ids: set[int]) -> list[tuple[list[int], list[torch.Tensor]]]:
+    """Run right-padded suffixes, each after its own prefix cache (or none), then greedy steps.
 
-    The prefix's keys and values are copied once into a cache with room for the suffixes and the
-    new tokens (`RoomyCache`: no per-step concatenation), and only each row's last real position
-    goes through the vocabulary projection (a 49k-wide row per token otherwise)."""
+    Each row's prefix keys and values are copied once into a cache with room for the longest
+    prefix, the suffixes and the new tokens (`RoomyCache`: no per-step concatenation): a row with a
+    shorter prefix has masked columns up to the longest, and its positions continue after its own
+    prefix. Only each row's last real position goes through the vocabulary projection (a 49k-wide
+    row per token otherwise)."""
     device = lm.device
     n, width = len(suffixes), max(len(s) for s in suffixes)
+    own = [_length(kv) for kv in prefixes]
+    prefix_len = max(own)
     ids = torch.full((n, width), pad_id, dtype=torch.long, device=device)
     real = torch.zeros((n, width), dtype=torch.long, device=device)
     for r, s in enumerate(suffixes):
         ids[r, :len(s)] = torch.tensor(s, device=device)
         real[r, :len(s)] = 1
-    if prefix_cache is None:
+    if not prefix_len:
         cache = RoomyCache(width + max_new_tokens)
     else:
+        ref = next(kv for kv in prefixes if kv)
         buffers = []
-        for layer in prefix_cache.layers:
-            k, v = layer.keys, layer.values
-            shape = (n, k.shape[1], prefix_len + width + max_new_tokens, k.shape[-1])
-            kb, vb = k.new_empty(shape), v.new_empty(shape)
-            kb[:, :, :prefix_len], vb[:, :, :prefix_len] = k, v
-            buffers.append((kb, vb))
+        for layer, (k, v) in enumerate(ref):
+            shape = (n, k.shape[0], prefix_len + width + max_new_tokens, k.shape[-1])
+            kb, vb = k.new_zeros(shape), v.new_zeros(shape)
+            for r, kv in enumerate(prefixes):
+                if kv:
+                    kb[r, :, :own[r]], vb[r, :, :own[r]] = kv[layer]
+            buffers.append((kb.to(device), vb.to(device)))
         cache = RoomyCache(max_new_tokens, buffers, prefix_len)
-    mask = torch.cat([torch.ones((n, prefix_len), dtype=torch.long, device=device), real], dim=1)
-    positions = (prefix_len + torch.arange(width, device=device)).expand(n, width)
+    seen = torch.zeros((n, prefix_len), dtype=torch.long, device=device)
+    for r, p in enumerate(own):
+        seen[r, :p] = 1
+    own = torch.tensor(own, device=device)
+    mask = torch.cat([seen, real], dim=1)
+    positions = own[:, None] + torch.arange(width, device=device)
     lengths = real.sum(dim=1)
     keep = sorted(set((lengths - 1).tolist()))
     out = lm(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True,
@@ -136,7 +166,7 @@ def _decode(lm, prefix_cache, prefix_len: int, suffixes: list[list[int]], max_ne
     tokens: list[list[int]] = [[] for _ in range(n)]
     dists: list[list[torch.Tensor]] = [[] for _ in range(n)]
     alive = torch.ones(n, dtype=torch.bool)
-    next_pos = prefix_len + lengths  # each row's next position
+    next_pos = own + lengths  # each row's next position
     for step in range(max_new_tokens):
         choice = logp.argmax(dim=-1)
         for r in range(n):

@@ -67,3 +67,69 @@ def test_a_stored_prefix_is_encoded_once_across_calls_with_the_same_scores():
     for (t1, d1), (t2, d2) in zip(first, second):
         assert t1 == t2
         assert max(float((a - b).abs().max()) for a, b in zip(d1, d2)) < 1e-4
+
+
+@pytest.mark.slow
+def test_rows_of_groups_with_different_prefixes_and_none_share_a_batch_with_generate_s_tokens():
+    """One batch holds rows after a long prefix, rows after a shorter one and a row with none
+    (masked columns up to the longest prefix, positions after each row's own): every row's tokens
+    and log-probabilities are those of plain greedy `generate()` on its prompt alone."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generate.backends.embedded import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+    long = "Judge how new the science of this story is, on a scale of zero to five. " * 6
+    short = "Judge the characters of this story from zero to five. " * 4
+    texts = [long + "Story: a probe wakes on a comet. Score:", short + "Story: the last lighthouse on Io. Score:",
+             long + "Story: rust eats a ring city, slowly, then all at once. Score:",
+             short + "Story: twins are raised by a ship. Score:", "Tell me a word for the sea:"]
+    prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in texts]
+    groups = shared_prefix_groups(prompts)
+    assert sorted(len(g.prefix) > 0 for g in groups) == [False, True, True]
+    assert len({len(g.prefix) for g in groups}) == 3
+    got = greedy_with_prefix(lm, prompts, 3, tok.eos_token_id, {tok.eos_token_id}, 8)
+    for ids, (tokens, dists) in zip(prompts, got):
+        out = lm.generate(torch.tensor([ids]), max_new_tokens=3, do_sample=False, output_logits=True,
+                          return_dict_in_generate=True, pad_token_id=tok.eos_token_id)
+        assert tokens == out.sequences[0, len(ids):].tolist()[:len(tokens)]
+        for d, logits in zip(dists, out.logits):
+            assert float((d - torch.log_softmax(logits[0].float(), -1)).abs().max()) < 1e-3
+
+
+@pytest.mark.slow
+def test_a_prefix_the_store_holds_whole_costs_no_forward_pass():
+    """At every GRPO step the judge's five rubric prefixes are already stored: reusing them must
+    not run the model even on their last token (a ~80 ms pass per aspect)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generate.backends.decode import PrefixStore
+    from generate.backends.embedded import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+    rubric = "Rate the story below for its science, from 0 to 5, and explain nothing. " * 8
+    prompts = [tok(rubric + f"Story {i}: a probe wakes up on a comet. Score:", add_special_tokens=False)["input_ids"]
+               for i in range(3)]
+    store = PrefixStore()
+    greedy_with_prefix(lm, prompts, 1, tok.eos_token_id, {tok.eos_token_id}, 8, store=store)
+    shapes = []
+    hook = lm.register_forward_pre_hook(lambda _, args, kwargs: shapes.append(tuple(kwargs["input_ids"].shape)),
+                                        with_kwargs=True)
+    try:
+        greedy_with_prefix(lm, prompts, 1, tok.eos_token_id, {tok.eos_token_id}, 8, store=store)
+    finally:
+        hook.remove()
+    assert store.hits == 1
+    assert len(shapes) == 1 and shapes[0][0] == 3  # the suffix pass of the three rows, nothing else
+
+
+def test_prompts_whose_own_part_is_longer_than_the_shared_prefix_still_group():
+    """The judge's rubric question (~250 tokens) is shorter than a 400-token story: its prompts
+    must still share the question (they did not, and every story re-encoded it)."""
+    question_a, question_b = [1] * 40 + [2] * 60, [1] * 40 + [3] * 60  # a shared opening, then the aspect
+    stories = [[100 + i] * 300 for i in range(3)]
+    prompts = [q + s for q in (question_a, question_b) for s in stories] + [question_a + [7] * 5]
+    groups = {tuple(sorted(g.members)): len(g.prefix) for g in shared_prefix_groups(prompts, min_shared=8)}
+    assert groups == {(0, 1, 2, 6): 100, (3, 4, 5): 100}
