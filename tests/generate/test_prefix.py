@@ -24,6 +24,21 @@ def test_a_prefix_always_leaves_each_member_a_token_of_its_own():
     assert [len(g.prefix) for g in groups] == [39]
 
 
+@pytest.fixture(scope="module")
+def rubric_prompts():
+    """(tokenizer, float32 SmolLM2, three prompts sharing a 100-token rubric and differing after)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generate.backends.embedded import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+    rubric = "Rate the story below for its science, from 0 to 5, and explain nothing. " * 8
+    prompts = [tok(rubric + f"Story {i}: a probe wakes up on a comet. Score:", add_special_tokens=False)["input_ids"]
+               for i in range(3)]
+    return tok, lm, prompts
+
+
 @pytest.mark.slow
 def test_judge_scores_with_shared_prefixes_equal_plain_generate():
     from eval.judge import Judge
@@ -46,19 +61,12 @@ def test_judge_scores_with_shared_prefixes_equal_plain_generate():
 
 
 @pytest.mark.slow
-def test_a_stored_prefix_is_encoded_once_across_calls_with_the_same_scores():
+def test_a_stored_prefix_is_encoded_once_across_calls_with_the_same_scores(rubric_prompts):
     """The judge's rubric prefixes come back at every call (every GRPO step): with a store the
     second call reuses them, and its tokens and log-probabilities are those of the first."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from generate.backends.decode import PrefixStore
-    from generate.backends.embedded import smollm2_dir
 
-    tok = AutoTokenizer.from_pretrained(smollm2_dir())
-    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
-    rubric = "Rate the story below for its science, from 0 to 5, and explain nothing. " * 8
-    prompts = [tok(rubric + f"Story {i}: a probe wakes up on a comet. Score:", add_special_tokens=False)["input_ids"]
-               for i in range(3)]
+    tok, lm, prompts = rubric_prompts
     store = PrefixStore()
     first = greedy_with_prefix(lm, prompts, 2, tok.eos_token_id, {tok.eos_token_id}, 8, store=store)
     assert store.hits == 0 and len(store.entries) == 1
@@ -99,19 +107,12 @@ def test_rows_of_groups_with_different_prefixes_and_none_share_a_batch_with_gene
 
 
 @pytest.mark.slow
-def test_a_prefix_the_store_holds_whole_costs_no_forward_pass():
+def test_a_prefix_the_store_holds_whole_costs_no_forward_pass(rubric_prompts):
     """At every GRPO step the judge's five rubric prefixes are already stored: reusing them must
     not run the model even on their last token (a ~80 ms pass per aspect)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from generate.backends.decode import PrefixStore
-    from generate.backends.embedded import smollm2_dir
 
-    tok = AutoTokenizer.from_pretrained(smollm2_dir())
-    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
-    rubric = "Rate the story below for its science, from 0 to 5, and explain nothing. " * 8
-    prompts = [tok(rubric + f"Story {i}: a probe wakes up on a comet. Score:", add_special_tokens=False)["input_ids"]
-               for i in range(3)]
+    tok, lm, prompts = rubric_prompts
     store = PrefixStore()
     greedy_with_prefix(lm, prompts, 1, tok.eos_token_id, {tok.eos_token_id}, 8, store=store)
     shapes = []
