@@ -56,7 +56,6 @@ def ceiling(backend, n: int, tokens: int) -> float:
 
 
 def review_run(backend, cfg: BenchConfig, engine: str, out: Path) -> dict:
-    backend.engine = engine
     run = RunConfig(framework="review", model=cfg.model, dataset=cfg.dataset, limit=cfg.prompts, rounds=cfg.rounds,
                     max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, engine=engine, out=str(out))
     start = time.perf_counter()
@@ -73,13 +72,16 @@ def review_run(backend, cfg: BenchConfig, engine: str, out: Path) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(BenchConfig, argv, prog="python scripts/bench_engines.py", description=__doc__.split("\n")[0])
     logging.getLogger().setLevel(logging.WARNING)
-    backend = load_backend(cfg.model, batch_size=cfg.batch_size)
-    ceiling(backend, 4, 4)  # warm-up
-    top = ceiling(backend, cfg.batch_size, cfg.ceiling_tokens)
+    plain = load_backend(cfg.model, batch_size=cfg.batch_size, engine="generate")  # the model as loaded
+    ceiling(plain, 4, 4)  # warm-up
+    top = ceiling(plain, cfg.batch_size, cfg.ceiling_tokens)
     print(f"raw ceiling: generate() on {cfg.batch_size} x {cfg.ceiling_tokens} tokens: {top:.1f} tokens/s")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
         for engine in cfg.engines:
+            # An engine prepares its own model (`fast` packs the linear weights): one backend each.
+            backend = plain if engine == "generate" else load_backend(cfg.model, batch_size=cfg.batch_size,
+                                                                       engine=engine)
             r = results[engine] = review_run(backend, cfg, engine, Path(tmp) / engine)
             print(f"{engine}: review, {cfg.prompts} prompts, {r['calls']} calls, {r['completion_tokens']:,} completion "
                   f"+ {r['prompt_tokens']:,} prompt tokens: {r['seconds']:.1f} s, {r['stories_per_min']:.2f} stories/min, "

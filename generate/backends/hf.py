@@ -15,6 +15,7 @@ import torch
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
 from generate.backends.decode import PrefixStore, sample_batch
+from generate.backends.packed import can_pack, pack_linears
 from generate.backends.prefix import greedy_with_prefix
 from generate.common.errors import UsageError
 
@@ -39,8 +40,10 @@ def pick_dtype(dtype: str, device: str) -> torch.dtype:
 
 
 # `fast`: our decode loops (`decode.py`: sampled, per-request random streams; `prefix.py`: greedy
-# with shared prefixes encoded once). `generate`: transformers' `generate()` on each batch, the
-# engine before them, kept so `scripts/bench_engines.py` can measure the difference.
+# with shared prefixes encoded once) over linear weights packed once for oneDNN where that gives
+# the same numbers (`packed.py`: bf16 on CPU). `generate`: transformers' `generate()` on each batch
+# with the model as loaded, the engine before them, kept so `scripts/bench_engines.py` can measure
+# the difference.
 ENGINES = ("fast", "generate")
 
 
@@ -68,6 +71,7 @@ class HFBackend(Backend):
             raise UsageError(f"cannot load hf model {model!r}: {str(exc).splitlines()[0]}") from None
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.packed = engine == "fast" and can_pack(self.dtype, self.device) and pack_linears(self.lm) > 0
         # Positions beyond the trained context give garbage (or an index error) and one huge prompt
         # padded into a batch costs every row its memory: such requests are refused one by one.
         self.context_length: int | None = getattr(self.lm.config, "max_position_embeddings", None)
@@ -75,7 +79,7 @@ class HFBackend(Backend):
 
     def describe(self) -> dict:
         return {**super().describe(), "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
-                "batch_size": self.batch_size, "engine": self.engine}
+                "batch_size": self.batch_size, "engine": self.engine, "packed_linears": self.packed}
 
     def render(self, req: ChatRequest) -> str:
         text = self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
