@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
+from generate.backends.attention import use_decode_kernel
 from generate.backends.decode import PrefixStore, sample_batch
 from generate.backends.packed import can_pack, pack_linears
 from generate.backends.prefix import greedy_with_prefix
@@ -41,7 +42,7 @@ def pick_dtype(dtype: str, device: str) -> torch.dtype:
 
 # `fast`: our decode loops (`decode.py`: sampled, per-request random streams; `prefix.py`: greedy
 # with shared prefixes encoded once) over linear weights packed once for oneDNN where that gives
-# the same numbers (`packed.py`: bf16 on CPU). `generate`: transformers' `generate()` on each batch
+# the same numbers (`packed.py`: bf16 on CPU) and, there, a decode-attention kernel (`attention.py`). `generate`: transformers' `generate()` on each batch
 # with the model as loaded, the engine before them, kept so `scripts/bench_engines.py` can measure
 # the difference.
 ENGINES = ("fast", "generate")
@@ -72,6 +73,8 @@ class HFBackend(Backend):
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         self.packed = engine == "fast" and can_pack(self.dtype, self.device) and pack_linears(self.lm) > 0
+        # Decode steps through our CPU kernel (`attention.py`); it takes bf16 only, as packing.
+        self.decode_kernel = self.packed and use_decode_kernel(self.lm)
         # Positions beyond the trained context give garbage (or an index error) and one huge prompt
         # padded into a batch costs every row its memory: such requests are refused one by one.
         self.context_length: int | None = getattr(self.lm.config, "max_position_embeddings", None)
@@ -79,7 +82,8 @@ class HFBackend(Backend):
 
     def describe(self) -> dict:
         return {**super().describe(), "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
-                "batch_size": self.batch_size, "engine": self.engine, "packed_linears": self.packed}
+                "batch_size": self.batch_size, "engine": self.engine, "packed_linears": self.packed,
+                "decode_attention": "kernel" if self.decode_kernel else "sdpa"}
 
     def render(self, req: ChatRequest) -> str:
         text = self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
