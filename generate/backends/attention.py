@@ -7,13 +7,16 @@ in 2.8 ms (batch 18 over 700 tokens: 0.44 vs 1.75 ms), with the same accuracy ag
 reference. Everything else (prefill, other dtypes, devices or shapes) goes to transformers' SDPA.
 
 The kernel is compiled on first use with `torch.utils.cpp_extension` (g++ and ninja, ~35 s, cached
-per machine under `$TORCH_EXTENSIONS_DIR`). Without a compiler or AVX-512 the engine keeps SDPA and
-says so once in the log: slower, never wrong.
+per machine under `$TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`). Without a compiler
+or AVX-512 the engine keeps SDPA and says so once in the log: slower, never wrong.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import sys
+import time
 from functools import cache
 from pathlib import Path
 
@@ -28,6 +31,27 @@ NAME = "scifi_decode"  # the attention implementation's name in transformers' re
 SOURCE = Path(__file__).with_name("csrc") / "decode_attention.cpp"
 FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma"]
 SHAPES = {"groups": (1, 2, 3, 4, 6, 8), "head_dim": (64, 128)}  # what the kernel is compiled for
+STALE_LOCK_S = 600  # a build takes ~35 s; an older lock was left by a build that was killed
+
+
+def build_dir() -> Path:
+    """Where the compiled kernel lives: one folder per Python and torch version (the extension is
+    tied to both), under torch's own extensions folder, so every run and test on a machine shares it."""
+    root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
+    path = root / f"scifi_decode_attention-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def _clear_stale_lock(path: Path) -> None:
+    """torch waits forever on a build's lock file; a build killed mid-way (Ctrl-C) leaves one."""
+    lock = path / "lock"
+    try:
+        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
+            lock.unlink()
+            log.warning("decode attention: removed a stale build lock %s", lock)
+    except FileNotFoundError:
+        pass
 
 
 def _cpu_has_avx512() -> bool:
@@ -47,7 +71,10 @@ def kernel():
     try:
         from torch.utils.cpp_extension import load
 
-        return load("scifi_decode_attention", sources=[str(SOURCE)], extra_cflags=FLAGS, verbose=False)
+        path = build_dir()
+        _clear_stale_lock(path)
+        return load("scifi_decode_attention", sources=[str(SOURCE)], extra_cflags=FLAGS, build_directory=str(path),
+                    verbose=False)
     except Exception as exc:  # no compiler, no ninja, a failed build: the engine still works on SDPA
         log.warning("decode attention: cannot build %s (%s); decode steps use SDPA", SOURCE.name,
                     str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__)

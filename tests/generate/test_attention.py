@@ -83,3 +83,20 @@ def test_fast_engine_decodes_with_the_kernel_within_bf16_noise():
         # they do with the rows batched beside them (README, "Scores and batch composition").
         assert torch.equal(dists[0], ref_dists[0])
         assert max(abs(float(d.max() - r.max())) for d, r in zip(dists, ref_dists)) < 0.25
+
+
+def test_a_lock_left_by_a_killed_build_is_cleared_and_a_fresh_one_kept(tmp_path):
+    import os
+    import time
+
+    from generate.backends.attention import STALE_LOCK_S, _clear_stale_lock
+
+    lock = tmp_path / "lock"
+    lock.touch()
+    _clear_stale_lock(tmp_path)
+    assert lock.exists()  # another process may be building right now
+    old = time.time() - STALE_LOCK_S - 1
+    os.utime(lock, (old, old))
+    _clear_stale_lock(tmp_path)
+    assert not lock.exists()
+    _clear_stale_lock(tmp_path)  # nothing to clear
