@@ -42,9 +42,9 @@ def pick_dtype(dtype: str, device: str) -> torch.dtype:
 
 # `fast`: our decode loops (`decode.py`: sampled, per-request random streams; `prefix.py`: greedy
 # with shared prefixes encoded once) over linear weights packed once for oneDNN where that gives
-# the same numbers (`packed.py`: bf16 on CPU) and, there, a decode-attention kernel (`attention.py`). `generate`: transformers' `generate()` on each batch
-# with the model as loaded, the engine before them, kept so `scripts/bench_engines.py` can measure
-# the difference.
+# the same numbers (`packed.py`: bf16 on CPU) and, there, a decode-attention kernel (`attention.py`).
+# `generate`: transformers' `generate()` on each batch with the model as loaded, the engine before
+# them, kept so `scripts/bench_engines.py` can measure the difference.
 ENGINES = ("fast", "generate")
 
 
