@@ -75,7 +75,7 @@ def kernel():
         _clear_stale_lock(path)
         return load("scifi_decode_attention", sources=[str(SOURCE)], extra_cflags=FLAGS, build_directory=str(path),
                     verbose=False)
-    except Exception as exc:  # no compiler, no ninja, a failed build: the engine still works on SDPA
+    except Exception as exc:  # noqa: BLE001 (no compiler, no ninja, a failed build: SDPA still works)
         log.warning("decode attention: cannot build %s (%s); decode steps use SDPA", SOURCE.name,
                     str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__)
         return None

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import torch
 
-from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
 from generate.backends.attention import use_decode_kernel
+from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
 from generate.backends.decode import PrefixStore, sample_batch
 from generate.backends.packed import can_pack, pack_linears
 from generate.backends.prefix import greedy_with_prefix

@@ -53,8 +53,8 @@ def test_without_a_mask_every_column_counts():
 
 @pytest.mark.parametrize("case", ["prefill", "float32", "odd_head_dim"])
 def test_everything_but_one_bf16_token_goes_to_sdpa_unchanged(case):
-    kwargs = {"prefill": dict(q_len=5), "float32": dict(dtype=torch.float32), "odd_head_dim": dict(dim=80)}[case]
-    args = dict(batch=3, kv_heads=3, groups=3, dim=64, t=40) | kwargs
+    kwargs = {"prefill": {"q_len": 5}, "float32": {"dtype": torch.float32}, "odd_head_dim": {"dim": 80}}[case]
+    args = {"batch": 3, "kv_heads": 3, "groups": 3, "dim": 64, "t": 40} | kwargs
     module, query, key, value, mask = _inputs(**args)
     ours, _ = decode_attention_forward(module, query, key, value, mask, scaling=0.1)
     sdpa, _ = sdpa_attention_forward(module, query, key, value, mask, scaling=0.1)
