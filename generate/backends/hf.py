@@ -224,26 +224,45 @@ class HFBackend(Backend):
         order = sorted((i for i in range(len(pairs)) if i not in too_long),
                        key=lambda i: len(encoded[i][0]) + len(encoded[i][1]))
         pad = self.tokenizer.pad_token_id
-        for start in range(0, len(order), size):
-            idx = order[start:start + size]
+        for idx in _score_batches(order, [len(p) + len(c) for p, c in encoded], size):
             seqs = [encoded[i][0] + encoded[i][1] for i in idx]
             width = max(len(s) for s in seqs)
             ids = torch.full((len(idx), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
             for r, s in enumerate(seqs):  # right padding: positions stay aligned with the prompt
                 ids[r, :len(s)] = torch.tensor(s)
-                mask[r, :len(s)] = 1
+            # Only positions that predict a continuation token go through the vocabulary projection
+            # (`logits_to_keep`: from the shortest prompt's last token on). No mask: with right
+            # padding a real token never attends to padding, so SDPA takes its causal fast path.
+            first = min(len(encoded[i][0]) for i in idx) - 1
             with self._lock:
-                logits = self.lm(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits
-            lp = torch.log_softmax(logits.float(), dim=-1)
+                logits = self.lm(input_ids=ids.to(self.device),
+                                 logits_to_keep=torch.arange(first, width - 1, device=self.device)).logits
             for r, i in enumerate(idx):
                 p_len, c_len = len(encoded[i][0]), len(encoded[i][1])
                 if c_len == 0:
                     continue
-                pos = torch.arange(p_len - 1, p_len + c_len - 1)
-                tgt = ids[r, p_len:p_len + c_len]
-                results[i] = lp[r, pos, tgt.to(lp.device)].tolist()
+                # log_softmax at the target only (logit - logsumexp, one row's fp32 copy at a time):
+                # a whole batch's fp32 log-probabilities over 49k tokens cost gigabytes of traffic.
+                rows = logits[r, p_len - 1 - first:p_len + c_len - 1 - first].float()
+                tgt = ids[r, p_len:p_len + c_len].to(rows.device)
+                lp = rows.gather(-1, tgt[:, None]).squeeze(-1) - torch.logsumexp(rows, dim=-1)
+                results[i] = lp.tolist()
         return results
 
     def close(self) -> None:
         self.lm = None
+
+
+SCORE_TOKENS = 16384  # padded tokens per scoring pass: its bf16 logits take <= 1.6 GB at a 49k vocabulary
+
+
+def _score_batches(order: list[int], lengths: list[int], size: int, budget: int = SCORE_TOKENS) -> list[list[int]]:
+    """`order` (sorted by length) cut into batches of at most `size` rows and `budget` padded
+    tokens (a single row may exceed it): a batch's logits grow with rows x length."""
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and len(batches[-1]) < size and (len(batches[-1]) + 1) * lengths[i] <= budget:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
