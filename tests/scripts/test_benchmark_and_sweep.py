@@ -30,7 +30,12 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
     table = json.loads((out / "benchmark.json").read_text())
     assert set(table["frameworks"]) == {"single", "review"}
     assert [m["key"] for m in table["metrics"]][:5] == ["concepts", "logic", "characters", "world_building", "ethics"]
-    assert table["frameworks"]["review"]["cost"]["x_single"]["calls"] == 21.0
+    journals = {fw: [r["key"] for r in read_jsonl(out / fw / "calls.jsonl")] for fw in ("single", "review")}
+    # Review's 21 protocol calls (3 drafts, 2 rounds of 6 reviews and 3 revisions) against the single
+    # agent's one, plus any re-ask of a reply that was blank once cleaned (8-token stories make them):
+    # the cost counts every call the journal holds.
+    assert len(journals["review"]) >= 21 and len(journals["single"]) >= 1
+    assert table["frameworks"]["review"]["cost"]["x_single"]["calls"] == len(journals["review"]) / len(journals["single"])
     assert table["frameworks"]["review"]["metrics"]["concepts"]["n"] == 3
     md = (out / "benchmark.md").read_text()
     assert "| review |" in md and "Tokens × single" in md and "(se " in md
@@ -38,7 +43,6 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
     assert {"generation", "reference", "judge", "surprisal", "metrics"} <= set(seconds) and all(v >= 0 for v in seconds.values())
     assert "Where the time went:" in md and "judge (min)" in md
     assert json.loads((out / "manifest.json").read_text())["config"]["frameworks"] == ["single", "review"]
-    journals = {fw: [r["key"] for r in read_jsonl(out / fw / "calls.jsonl")] for fw in ("single", "review")}
     scores = {fw: (out / fw / "eval" / "scores.jsonl").read_text() for fw in ("single", "review")}
 
     (out / "review" / "stories.jsonl").write_text("")  # as if interrupted before review's stories were saved
