@@ -180,12 +180,14 @@ class RoomyCache(DynamicCache):
 PREFILL_TOKENS = 4096  # padded prompt tokens per prefill forward pass
 
 
-def _chunks(lengths: list[int], budget: int = PREFILL_TOKENS) -> list[list[int]]:
-    """Row indices grouped for prefill: sorted by length, each group's rows x longest <= budget
-    (or a single row), so a short prompt is never padded to a long one."""
+def _chunks(lengths: list[int], budget: int = PREFILL_TOKENS, max_rows: int | None = None) -> list[list[int]]:
+    """Row indices grouped for a forward pass: sorted by length, each group's rows x longest <=
+    budget (or a single row) and at most `max_rows` rows, so a short sequence is never padded to a
+    long one and a pass's activations (or logits) stay bounded."""
     groups: list[list[int]] = []
     for r in sorted(range(len(lengths)), key=lengths.__getitem__):
-        if groups and (len(groups[-1]) + 1) * lengths[r] <= budget:
+        if (groups and (len(groups[-1]) + 1) * lengths[r] <= budget
+                and (max_rows is None or len(groups[-1]) < max_rows)):
             groups[-1].append(r)
         else:
             groups.append([r])

@@ -15,7 +15,7 @@ import torch
 
 from generate.backends.attention import use_decode_kernel
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
-from generate.backends.decode import PrefixStore, sample_batch
+from generate.backends.decode import PrefixStore, _chunks, sample_batch
 from generate.backends.packed import can_pack, pack_linears
 from generate.backends.prefix import greedy_with_prefix
 from generate.common.errors import UsageError
@@ -46,6 +46,7 @@ def pick_dtype(dtype: str, device: str) -> torch.dtype:
 # `generate`: transformers' `generate()` on each batch with the model as loaded, the engine before
 # them, kept so `scripts/bench_engines.py` can measure the difference.
 ENGINES = ("fast", "generate")
+SCORE_TOKENS = 16384  # padded tokens per scoring pass: its bf16 logits take <= 1.6 GB at a 49k vocabulary
 
 
 class HFBackend(Backend):
@@ -221,10 +222,10 @@ class HFBackend(Backend):
         too_long = {i for i, (p, c) in enumerate(encoded) if limit is not None and len(p) + len(c) > limit}
         for i in too_long:
             results[i] = None
-        order = sorted((i for i in range(len(pairs)) if i not in too_long),
-                       key=lambda i: len(encoded[i][0]) + len(encoded[i][1]))
+        fits = [i for i in range(len(pairs)) if i not in too_long]
         pad = self.tokenizer.pad_token_id
-        for idx in _score_batches(order, [len(p) + len(c) for p, c in encoded], size):
+        for group in _chunks([len(encoded[i][0]) + len(encoded[i][1]) for i in fits], SCORE_TOKENS, max_rows=size):
+            idx = [fits[g] for g in group]
             seqs = [encoded[i][0] + encoded[i][1] for i in idx]
             width = max(len(s) for s in seqs)
             ids = torch.full((len(idx), width), pad, dtype=torch.long)
@@ -252,17 +253,3 @@ class HFBackend(Backend):
     def close(self) -> None:
         self.lm = None
 
-
-SCORE_TOKENS = 16384  # padded tokens per scoring pass: its bf16 logits take <= 1.6 GB at a 49k vocabulary
-
-
-def _score_batches(order: list[int], lengths: list[int], size: int, budget: int = SCORE_TOKENS) -> list[list[int]]:
-    """`order` (sorted by length) cut into batches of at most `size` rows and `budget` padded
-    tokens (a single row may exceed it): a batch's logits grow with rows x length."""
-    batches: list[list[int]] = []
-    for i in order:
-        if batches and len(batches[-1]) < size and (len(batches[-1]) + 1) * lengths[i] <= budget:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches

@@ -90,13 +90,12 @@ def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id
         kv = _encode_prefix(lm, group.prefix, store) if group.prefix else None
         rows += [(i, kv) for i in group.members]
     results: list[tuple[list[int], list[torch.Tensor]]] = [([], []) for _ in prompts]
-    for chunk in _chunks([len(prompts[i]) - _length(kv) for i, kv in rows]):
-        for start in range(0, len(chunk), batch_size):
-            batch = [rows[c] for c in chunk[start:start + batch_size]]
-            for (i, _), res in zip(batch, _decode(lm, [kv for _, kv in batch],
-                                                  [prompts[i][_length(kv):] for i, kv in batch],
-                                                  max_new_tokens, pad_id, stop_ids)):
-                results[i] = res
+    for chunk in _chunks([len(prompts[i]) - _length(kv) for i, kv in rows], max_rows=batch_size):
+        batch = [rows[c] for c in chunk]
+        for (i, _), res in zip(batch, _decode(lm, [kv for _, kv in batch],
+                                              [prompts[i][_length(kv):] for i, kv in batch],
+                                              max_new_tokens, pad_id, stop_ids)):
+            results[i] = res
     return results
 
 
