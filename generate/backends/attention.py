@@ -6,9 +6,10 @@ step (SmolLM2-135M, bf16, this 2-core CPU). `csrc/decode_attention.cpp` does the
 in 2.8 ms (batch 18 over 700 tokens: 0.44 vs 1.75 ms), with the same accuracy against an fp32
 reference. Everything else (prefill, other dtypes, devices or shapes) goes to transformers' SDPA.
 
-The kernel is compiled on first use with `torch.utils.cpp_extension` (g++ and ninja, ~35 s, cached
-per machine under `$TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`). Without a compiler
-or AVX-512 the engine keeps SDPA and says so once in the log: slower, never wrong.
+The kernel is compiled on first use, in one extension with the fused small ops of `fused.py`
+(`csrc/decode_ops.cpp`), by `torch.utils.cpp_extension` (g++ and ninja, ~40 s, cached per machine
+under `$TORCH_EXTENSIONS_DIR`, default `~/.cache/torch_extensions`). Without a compiler or AVX-512
+the engine keeps SDPA and transformers' forward, and says so once in the log: slower, never wrong.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 log = logging.getLogger(__name__)
 
 NAME = "scifi_decode"  # the attention implementation's name in transformers' registries
-SOURCE = Path(__file__).with_name("csrc") / "decode_attention.cpp"
+SOURCES = [Path(__file__).with_name("csrc") / name for name in ("decode_ops.cpp", "decode_attention.cpp")]
 FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma"]
 SHAPES = {"groups": (1, 2, 3, 4, 6, 8), "head_dim": (64, 128)}  # what the kernel is compiled for
 STALE_LOCK_S = 600  # a build takes ~35 s; an older lock was left by a build that was killed
@@ -38,7 +39,7 @@ def build_dir() -> Path:
     """Where the compiled kernel lives: one folder per Python and torch version (the extension is
     tied to both), under torch's own extensions folder, so every run and test on a machine shares it."""
     root = Path(os.environ.get("TORCH_EXTENSIONS_DIR") or Path.home() / ".cache" / "torch_extensions")
-    path = root / f"scifi_decode_attention-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}"
+    path = root / f"scifi_decode_kernels-py{sys.version_info.major}{sys.version_info.minor}-torch{torch.__version__}"
     path.mkdir(parents=True, exist_ok=True)
     return path
 
@@ -73,10 +74,10 @@ def kernel():
 
         path = build_dir()
         _clear_stale_lock(path)
-        return load("scifi_decode_attention", sources=[str(SOURCE)], extra_cflags=FLAGS, build_directory=str(path),
-                    verbose=False)
+        return load("scifi_decode_kernels", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS,
+                    build_directory=str(path), verbose=False)
     except Exception as exc:  # noqa: BLE001 (no compiler, no ninja, a failed build: SDPA still works)
-        log.warning("decode attention: cannot build %s (%s); decode steps use SDPA", SOURCE.name,
+        log.warning("decode attention: cannot build %s (%s); decode steps use SDPA", SOURCES[0].parent,
                     str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__)
         return None
 

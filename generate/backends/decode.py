@@ -148,16 +148,21 @@ class RoomyLayer(DynamicLayer):
             self.lazy_initialization(key_states, value_states)
             shape = (*key_states.shape[:2], 0, key_states.shape[-1])
             self._k, self._v = key_states.new_empty(shape), value_states.new_empty(shape)
+        used = self.extend(key_states.shape[-2])
+        self.keys[:, :, used:] = key_states
+        self.values[:, :, used:] = value_states
+        return self.keys, self.values
+
+    def extend(self, n: int) -> int:
+        """Take n more columns (their contents are the caller's to write) and return the first."""
         used = self.get_seq_length()
-        new = used + key_states.shape[-2]
+        new = used + n
         if new > self._k.shape[-2]:
             grow = (0, 0, 0, new - self._k.shape[-2] + self.room)
             self._k = torch.nn.functional.pad(self._k, grow)
             self._v = torch.nn.functional.pad(self._v, grow)
-        self._k[:, :, used:new] = key_states
-        self._v[:, :, used:new] = value_states
         self.keys, self.values = self._k[:, :, :new], self._v[:, :, :new]
-        return self.keys, self.values
+        return used
 
     def batch_select_indices(self, indices: torch.Tensor) -> None:
         if self._k is not None:
@@ -261,6 +266,16 @@ def _common(a: tuple[int, ...], b: list[int]) -> int:
     return int(diff[0]) if len(diff) else n
 
 
+def hf_step(lm, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor, cache) -> torch.Tensor:
+    """One decode step through transformers' forward: logits (B, V) of one new token per row at its
+    position, attending to the (B, T) bool mask's columns (the new token's last).
+
+    The mask goes in 4D, used as given: with an all-ones 2D one transformers drops the mask and asks
+    SDPA for `enable_gqa`, ~4x slower on CPU than its grouped-query path for one token."""
+    return lm(input_ids=tokens[:, None], attention_mask=mask[:, None, None, :], position_ids=positions[:, None],
+              past_key_values=cache, use_cache=True).logits[:, -1]
+
+
 def _row_kv(cache, row: int, cols: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """One row's keys and values at the given cache columns (its real tokens), per layer."""
     return [(layer.keys[row][:, cols].clone(), layer.values[row][:, cols].clone()) for layer in cache.layers]
@@ -269,25 +284,27 @@ def _row_kv(cache, row: int, cols: torch.Tensor) -> list[tuple[torch.Tensor, tor
 @torch.inference_mode()
 def sample_batch(lm, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
                  seeds: list[int | None], pad_id: int, stop_ids: set[int],
-                 store: PrefixStore | None = None) -> list[list[int]]:
+                 store: PrefixStore | None = None, step=None) -> list[list[int]]:
     """Sampled continuations of the prompts; each row leaves the batch at its stop token.
 
     Prompts are encoded in length-sorted groups (`_prefill`) and decoded together, each row laid out
     as [padding][prompt][reply] with every real token at its true position. With a `store`, each
     prompt's longest stored prefix is reused, and each finished row's prompt and reply are stored
-    for later prompts.
+    for later prompts. `step` runs one decode step (`hf_step`'s signature; default `hf_step` on
+    `lm`), e.g. a `FusedDecoder` of the same model.
 
     Returns:
         Per prompt, the generated tokens (a stop token, if reached, last).
     """
     device = lm.device
+    step = step or partial(hf_step, lm)
     n = len(prompts)
     reuse = [store.lookup(p) if store is not None else (0, None) for p in prompts]
     cache, logits = _prefill(lm, prompts, reuse, pad_id, max_new_tokens)
     width = max(len(p) for p in prompts)
-    mask = torch.zeros((n, width), dtype=torch.long)
+    mask = torch.zeros((n, width), dtype=torch.bool)
     for r, p in enumerate(prompts):
-        mask[r, width - len(p):] = 1
+        mask[r, width - len(p):] = True
     generators = []
     for r, seed in enumerate(seeds):
         g = torch.Generator()
@@ -301,12 +318,12 @@ def sample_batch(lm, prompts: list[list[int]], *, max_new_tokens: int, temperatu
         if store is not None:
             store.add(prompts[r] + tokens[r][:-1], _row_kv(cache, j, mask[j].nonzero(as_tuple=True)[0]))
 
-    for step in range(max_new_tokens):
+    for i in range(max_new_tokens):
         chosen = sample(logits, temperature, top_p, [generators[r] for r in rows]).cpu()
         live = []
         for j, r in enumerate(rows):
             tokens[r].append(int(chosen[j]))
-            if int(chosen[j]) not in stop_ids and step < max_new_tokens - 1:
+            if int(chosen[j]) not in stop_ids and i < max_new_tokens - 1:
                 live.append(j)
             else:
                 keep(j, r)
@@ -317,11 +334,7 @@ def sample_batch(lm, prompts: list[list[int]], *, max_new_tokens: int, temperatu
             cache.batch_select_indices(select.to(device))
             mask, next_pos, chosen = mask[select], next_pos[select], chosen[select]
             rows = [rows[j] for j in live]
-        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=torch.long)], dim=1)
-        # A 4D mask is used as given: with an all-ones 2D one transformers drops the mask and asks
-        # SDPA for `enable_gqa`, ~4x slower on CPU than its grouped-query path for one token.
-        out = lm(input_ids=chosen[:, None].to(device), attention_mask=mask[:, None, None, :].bool().to(device),
-                 position_ids=next_pos[:, None].to(device), past_key_values=cache, use_cache=True)
-        cache, logits = out.past_key_values, out.logits[:, -1]
+        mask = torch.cat([mask, torch.ones((len(rows), 1), dtype=torch.bool)], dim=1)
+        logits = step(chosen.to(device), next_pos.to(device), mask.to(device), cache)
         next_pos = next_pos + 1
     return tokens

@@ -16,6 +16,7 @@ import torch
 from generate.backends.attention import use_decode_kernel
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
 from generate.backends.decode import PrefixStore, _chunks, sample_batch
+from generate.backends.fused import FusedDecoder, unsupported
 from generate.backends.packed import can_pack, pack_linears
 from generate.backends.prefix import greedy_with_prefix
 from generate.common.errors import UsageError
@@ -42,7 +43,8 @@ def pick_dtype(dtype: str, device: str) -> torch.dtype:
 
 # `fast`: our decode loops (`decode.py`: sampled, per-request random streams; `prefix.py`: greedy
 # with shared prefixes encoded once) over linear weights packed once for oneDNN where that gives
-# the same numbers (`packed.py`: bf16 on CPU) and, there, a decode-attention kernel (`attention.py`).
+# the same numbers (`packed.py`: bf16 on CPU) and, there, a decode-attention kernel (`attention.py`)
+# and, for Llama-family models, a fused decode step (`fused.py`).
 # `generate`: transformers' `generate()` on each batch with the model as loaded, the engine before
 # them, kept so `scripts/bench_engines.py` can measure the difference.
 ENGINES = ("fast", "generate")
@@ -73,6 +75,8 @@ class HFBackend(Backend):
             raise UsageError(f"cannot load hf model {model!r}: {str(exc).splitlines()[0]}") from None
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        # The fused decode step (`fused.py`) takes the plain weights, so it is built before packing.
+        self.decoder = FusedDecoder(self.lm) if engine == "fast" and unsupported(self.lm) is None else None
         self.packed = engine == "fast" and can_pack(self.dtype, self.device) and pack_linears(self.lm) > 0
         # Decode steps through our CPU kernel (`attention.py`); it takes bf16 only, as packing.
         self.decode_kernel = self.packed and use_decode_kernel(self.lm)
@@ -84,7 +88,8 @@ class HFBackend(Backend):
     def describe(self) -> dict:
         return {**super().describe(), "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
                 "batch_size": self.batch_size, "engine": self.engine, "packed_linears": self.packed,
-                "decode_attention": "kernel" if self.decode_kernel else "sdpa"}
+                "decode_attention": "kernel" if self.decode_kernel else "sdpa",
+                "decode_step": "fused" if self.decoder else "transformers"}
 
     def render(self, req: ChatRequest) -> str:
         text = self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
@@ -157,7 +162,8 @@ class HFBackend(Backend):
         with self._lock:
             outs = sample_batch(self.lm, prompts, max_new_tokens=params.max_new_tokens,
                                 temperature=params.temperature, top_p=params.top_p, seeds=[r.seed for r in requests],
-                                pad_id=self.tokenizer.pad_token_id, stop_ids=stop, store=self.store)
+                                pad_id=self.tokenizer.pad_token_id, stop_ids=stop, store=self.store,
+                                step=self.decoder)
         results = []
         for ids, tokens in zip(prompts, outs):
             n = next((j for j, t in enumerate(tokens) if t in stop), len(tokens))
@@ -174,7 +180,7 @@ class HFBackend(Backend):
         stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
         with self._lock:
             outs = greedy_with_prefix(self.lm, prompts, requests[0].params.max_new_tokens, self.tokenizer.pad_token_id,
-                                      stop, self.batch_size, store=self.store)
+                                      stop, self.batch_size, store=self.store, step=self.decoder)
         want = requests[0].logprobs
         results = []
         for ids, (tokens, dists) in zip(prompts, outs):

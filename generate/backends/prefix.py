@@ -15,11 +15,12 @@ attention, in a different association order); tests compare the two on the real 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from transformers import DynamicCache
 
-from generate.backends.decode import PrefixStore, RoomyCache, _chunks
+from generate.backends.decode import PrefixStore, RoomyCache, _chunks, hf_step
 
 MIN_SHARED = 32  # a shorter common prefix is not worth a separate prefill
 
@@ -70,7 +71,8 @@ def _common(a: list[int], b: list[int]) -> int:
 
 @torch.inference_mode()
 def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id: int, stop_ids: set[int],
-                       batch_size: int, store: PrefixStore | None = None) -> list[tuple[list[int], list[torch.Tensor]]]:
+                       batch_size: int, store: PrefixStore | None = None,
+                       step=None) -> list[tuple[list[int], list[torch.Tensor]]]:
     """Greedy continuation of every prompt, each shared prefix encoded once, and with a `store`
     once across calls (the judge asks the same five rubric questions at every GRPO step).
 
@@ -79,7 +81,8 @@ def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id
     short stories share one suffix pass and one set of greedy steps instead of one per aspect
     (single-token passes of ~80 ms each and matrix products too thin for the CPU's peak), while
     long stories go a few rows at a time (a 40-row pass over 760-token suffixes ran ~20% slower
-    than 8-row ones: its activations no longer fit the caches).
+    than 8-row ones: its activations no longer fit the caches). `step` runs one decode step
+    (`decode.hf_step`'s signature; default `hf_step` on `lm`), e.g. a `FusedDecoder`.
 
     Returns:
         Per prompt: (generated token ids up to and including a stop token, the log-softmax over
@@ -94,7 +97,7 @@ def greedy_with_prefix(lm, prompts: list[list[int]], max_new_tokens: int, pad_id
         batch = [rows[c] for c in chunk]
         for (i, _), res in zip(batch, _decode(lm, [kv for _, kv in batch],
                                               [prompts[i][_length(kv):] for i, kv in batch],
-                                              max_new_tokens, pad_id, stop_ids)):
+                                              max_new_tokens, pad_id, stop_ids, step or partial(hf_step, lm))):
             results[i] = res
     return results
 
@@ -119,7 +122,7 @@ def _encode_prefix(lm, prefix: list[int], store: PrefixStore | None) -> list[tup
 
 
 def _decode(lm, prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], suffixes: list[list[int]],
-            max_new_tokens: int, pad_id: int, stop_ids: set[int]) -> list[tuple[list[int], list[torch.Tensor]]]:
+            max_new_tokens: int, pad_id: int, stop_ids: set[int], step) -> list[tuple[list[int], list[torch.Tensor]]]:
     """Run right-padded suffixes, each after its own prefix cache (or none), then greedy steps.
 
     Each row's prefix keys and values are copied once into a cache with room for the longest
@@ -166,7 +169,7 @@ def _decode(lm, prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], 
     dists: list[list[torch.Tensor]] = [[] for _ in range(n)]
     alive = torch.ones(n, dtype=torch.bool)
     next_pos = own + lengths  # each row's next position
-    for step in range(max_new_tokens):
+    for i in range(max_new_tokens):
         choice = logp.argmax(dim=-1)
         for r in range(n):
             if alive[r]:
@@ -174,15 +177,12 @@ def _decode(lm, prefixes: list[list[tuple[torch.Tensor, torch.Tensor]] | None], 
                 dists[r].append(logp[r])
                 if int(choice[r]) in stop_ids:
                     alive[r] = False
-        if step == max_new_tokens - 1 or not alive.any():
+        if i == max_new_tokens - 1 or not alive.any():
             break
         # The new token goes right after each row's own last real token: rows are right-padded, so
         # it sits at a slot past the padding; the padding slots stay masked.
         mask = torch.cat([mask, torch.ones((n, 1), dtype=torch.long, device=device)], dim=1)
-        out = lm(input_ids=choice[:, None].to(device), attention_mask=mask[:, None, None, :].bool(),
-                 position_ids=next_pos[:, None].to(device),
-                 past_key_values=cache, use_cache=True)
-        cache = out.past_key_values
-        logp = torch.log_softmax(out.logits[:, -1].float(), dim=-1)
+        logits = step(choice.to(device), next_pos.to(device), mask.bool(), cache)
+        logp = torch.log_softmax(logits.float(), dim=-1)
         next_pos = next_pos + 1
     return list(zip(tokens, dists))

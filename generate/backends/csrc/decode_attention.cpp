@@ -13,35 +13,13 @@
 //
 // q: (B, Hkv, G, D) contiguous; k, v: (B, Hkv, T, D), unit stride on D (views into a larger cache
 // are fine); mask: (B, T) bool, true where a row may attend. D is 64 or 128; G in {1, 2, 3, 4, 6, 8}.
-#include <torch/extension.h>
 #include <ATen/Parallel.h>
-#include <immintrin.h>
 #include <cmath>
 #include <limits>
 
+#include "simd.h"
+
 namespace {
-
-inline __m512 load_bf16(const at::BFloat16* p) {
-  __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
-  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-}
-
-// exp(x) for x <= 0: 2^n * p(r), r = x - n ln2, |r| <= ln2/2; degree-6 polynomial (rel. err ~2e-7).
-inline __m512 exp512(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.0f / 720);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(p, n);
-}
 
 // Sixteen vectors to one: lane i is the sum of a[i]'s lanes (a transposing tree of 45 ops, where
 // sixteen separate horizontal sums would take ~130 and serialise on their latency).
@@ -167,5 +145,3 @@ torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v
 #undef CASE
   TORCH_CHECK(false, "decode_attention: unsupported shape");
 }
-
-PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("decode_attention", &decode_attention); }

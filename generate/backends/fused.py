@@ -1,0 +1,96 @@
+"""A decode step for Llama-family models in bf16 on CPU, without transformers' per-layer overhead.
+
+A decode step runs one token per row through every layer. In transformers' forward each layer is
+~40 PyTorch ops (RMSNorm alone is six, rotary ten), plus cache and mask bookkeeping in Python; at
+batch 18 over 600 cached tokens (SmolLM2-135M, this 2-core CPU) the linear layers took ~28 ms of a
+~72-86 ms step and attention ~12 ms: the rest was small ops and the Python around them. Here a
+layer is nine calls:
+
+- the query, key and value projections as one product (their weights stacked and packed once),
+  and the gate and up projections as another: the same oneDNN kernel over the same reduction, so
+  the same numbers as three (two) separate products, for fewer passes over the activations;
+- RMSNorm (with the residual add before it), rotary embedding (with the key/value cache write
+  after it) and SwiGLU's gate fused in `csrc/decode_ops.cpp`, rounding to bf16 where
+  transformers' ops round;
+- attention through the decode kernel (`attention.py`).
+
+Prefill stays transformers' forward (compute-bound: its overhead does not matter). The logits
+equal the model's own forward up to the order of fp32 sums (`tests/generate/test_fused.py`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from generate.backends.attention import SHAPES, kernel
+from generate.backends.decode import RoomyCache
+from generate.backends.packed import can_pack, linear, pack
+
+
+def unsupported(lm) -> str | None:
+    """Why `lm` cannot take the fused step, or None when it can."""
+    cfg = lm.config
+    checks = {
+        "model type is not llama": cfg.model_type != "llama",
+        "not bf16 on a CPU with oneDNN": not can_pack(lm.dtype, str(lm.device)),
+        "biased projections": bool(getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False)),
+        "activation is not silu": getattr(cfg, "hidden_act", None) != "silu",
+        "tensor-parallel pretraining slices": (getattr(cfg, "pretraining_tp", 1) or 1) != 1,
+        "head shape outside the kernel's": (getattr(cfg, "head_dim", None) not in SHAPES["head_dim"]
+                                            or cfg.num_attention_heads % cfg.num_key_value_heads
+                                            or cfg.num_attention_heads // cfg.num_key_value_heads not in SHAPES["groups"]),
+        "intermediate size not a multiple of 16": cfg.intermediate_size % 16 != 0,
+        "no decode kernel on this machine": kernel() is None,
+    }
+    return next((why for why, bad in checks.items() if bad), None)
+
+
+class FusedDecoder:
+    """`step(tokens, positions, mask, cache) -> logits` for a Llama-family model (see the module
+    docstring). Built from the model's plain `nn.Linear` weights, before `pack_linears` replaces
+    them; the output, down and vocabulary projections are called through the model's own modules
+    (packed by then), so their weights are not held twice."""
+
+    def __init__(self, lm):
+        why = unsupported(lm)
+        if why:
+            raise ValueError(f"no fused decode step for this model: {why}")
+        self.lm, self.ext = lm, kernel()
+        cfg = lm.config
+        self.heads, self.kv_heads, self.dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        self.eps = cfg.rms_norm_eps
+        self.scale = self.dim ** -0.5
+        with torch.no_grad():
+            self.qkv = [pack(torch.cat([a.q_proj.weight, a.k_proj.weight, a.v_proj.weight]))
+                        for a in (layer.self_attn for layer in lm.model.layers)]
+            self.gate_up = [pack(torch.cat([m.gate_proj.weight, m.up_proj.weight]))
+                            for m in (layer.mlp for layer in lm.model.layers)]
+
+    @torch.inference_mode()
+    def __call__(self, tokens: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+                 cache: RoomyCache) -> torch.Tensor:
+        """Logits (B, V) of one new token per row.
+
+        Args:
+            tokens, positions: (B,) each row's new token and its position.
+            mask: (B, T) bool, the columns each row attends to, the new token's column last.
+            cache: the rows' keys and values; the new token's are written at its next column.
+        """
+        ext, model = self.ext, self.lm.model
+        batch = tokens.shape[0]
+        x = model.embed_tokens(tokens)
+        cos, sin = (t[:, 0].contiguous() for t in model.rotary_emb(x[:, None], positions[:, None]))
+        h = ext.rms_norm(x, model.layers[0].input_layernorm.weight, self.eps)
+        last = len(model.layers) - 1
+        for i, layer in enumerate(model.layers):
+            slot = cache.layers[i]
+            col = slot.extend(1)
+            q = ext.rope_store(linear(h, self.qkv[i]), cos, sin, slot._k, slot._v, col, self.heads)
+            a = ext.decode_attention(q.view(batch, self.kv_heads, -1, self.dim), slot.keys, slot.values, mask,
+                                     self.scale)
+            h = ext.add_rms_norm(x, layer.self_attn.o_proj(a.view(batch, -1)), layer.post_attention_layernorm.weight,
+                                 self.eps)
+            m = layer.mlp.down_proj(ext.silu_mul(linear(h, self.gate_up[i])))
+            after = model.norm if i == last else model.layers[i + 1].input_layernorm
+            h = ext.add_rms_norm(x, m, after.weight, self.eps)
+        return self.lm.lm_head(h)
