@@ -15,7 +15,7 @@ def test_the_nucleus_is_the_set_transformers_keeps(scale):
     torch.manual_seed(0)
     logits = torch.randn(6, 5000) * scale
     ref = TopPLogitsWarper(0.9)(None, logits.clone())
-    idx, kept = nucleus(torch.softmax(logits, -1), 0.9, k=64)  # small k: the fallback sort is exercised too
+    idx, kept = nucleus(torch.softmax(logits, -1), 0.9, k=64)  # small k: both wider reads (1,024, then all) run
     for r in range(6):
         mine = set(idx[r][kept[r] > 0].tolist())
         theirs = set((ref[r] > -torch.inf).nonzero().flatten().tolist())
@@ -121,4 +121,32 @@ def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with():
     together = sample_batch(lm, prompts, seeds=[1, 2, 3, 4], store=store, **kwargs)
     assert store.hits >= 2  # the two rows that start with `base` reused it, the others did not
     alone = [sample_batch(lm, [p], seeds=[s], **kwargs)[0] for p, s in zip(prompts, [1, 2, 3, 4])]
+    assert together == alone
+
+
+@pytest.mark.slow
+def test_a_prefix_shared_within_a_batch_is_encoded_once_and_changes_no_token():
+    """Two prompts share a long opening the store does not hold (a reviewer's two reviews): it is
+    encoded once, both reuse it, and each samples what it samples alone (float32, same seeds)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from generate.backends.decode import _common, sample_batch
+    from generate.backends.embedded import smollm2_dir
+
+    tok = AutoTokenizer.from_pretrained(smollm2_dir())
+    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+
+    def ids(text):
+        return tok(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
+                                           tokenize=False), add_special_tokens=False)["input_ids"]
+
+    head = "You are a critic. Review this story about a lighthouse on a moon, its world and its people. " * 3
+    prompts = [ids(head + "Story: the keeper sang."), ids("Hi."), ids(head + "Story: the moon was silent.")]
+    shared = _common(tuple(prompts[0]), prompts[2])
+    store, stop = PrefixStore(), {tok.eos_token_id}
+    kwargs = {"max_new_tokens": 10, "temperature": 0.9, "top_p": 0.9, "pad_id": tok.eos_token_id, "stop_ids": stop}
+    together = sample_batch(lm, prompts, seeds=[1, 2, 3], store=store, **kwargs)
+    assert tuple(prompts[0][:shared]) in store.entries
+    assert store.hits == 2 and store.reused_tokens == 2 * shared
+    alone = [sample_batch(lm, [p], seeds=[s], **kwargs)[0] for p, s in zip(prompts, [1, 2, 3])]
     assert together == alone
