@@ -208,9 +208,21 @@ def _chunks(lengths: list[int], budget: int = PREFILL_TOKENS, max_rows: int | No
     return groups
 
 
-def _prefill(lm, prompts: list[list[int]], reuse: list, pad_id: int, room: int) -> tuple[RoomyCache, torch.Tensor]:
+def hf_encode(lm, ids: torch.Tensor, positions: torch.Tensor, past: list[tuple[torch.Tensor, torch.Tensor]] | None,
+              mask: torch.Tensor | None, keep: torch.Tensor) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+    """A prefill pass through transformers' forward: right-padded ids and their positions (b, s),
+    each row after its `past` keys and values ((b, Hkv, P, D) per layer) or none, `mask` (b, P + s)
+    over past and new columns (None: no past, causal). Returns the logits (b, len(keep), V) at the
+    `keep` positions and every layer's keys and values (b, Hkv, P + s, D)."""
+    out = lm(input_ids=ids, position_ids=positions, use_cache=True, attention_mask=mask, logits_to_keep=keep,
+             past_key_values=DynamicCache(ddp_cache_data=past) if past is not None else None)
+    return out.logits, [(layer.keys, layer.values) for layer in out.past_key_values.layers]
+
+
+def _prefill(lm, prompts: list[list[int]], reuse: list, pad_id: int, room: int,
+             encode=None) -> tuple[RoomyCache, torch.Tensor]:
     """Encode the prompts (each after its reused prefix) into one decode cache; also the logits of
-    each prompt's last token.
+    each prompt's last token. `encode` runs a pass (`hf_encode`'s contract, its default on `lm`).
 
     Prefill is compute-bound on a CPU, so it runs in length-sorted groups (`_chunks`), each right-
     padded: a real token never attends to padding, so a group without reused prefixes needs no mask
@@ -219,6 +231,7 @@ def _prefill(lm, prompts: list[list[int]], reuse: list, pad_id: int, room: int) 
     ([padding][prompt], every token at its true position) for the batched decode.
     """
     device, n = lm.device, len(prompts)
+    encode = encode or partial(hf_encode, lm)
     width = max(len(p) for p in prompts)
     cache = logits = None
     for rows in _chunks([len(p) - used for p, (used, _) in zip(prompts, reuse)]):
@@ -236,33 +249,31 @@ def _prefill(lm, prompts: list[list[int]], reuse: list, pad_id: int, room: int) 
         if past:
             stored = [reuse[r][1] for r in rows]
             ref = next(kv for kv in stored if kv is not None)
-            past_kv = DynamicCache(ddp_cache_data=[
+            past_kv = [
                 tuple(torch.stack([_pad_to(kv[i][w] if kv else ref[i][w][:, :0], past) for kv in stored]).to(device)
                       for w in (0, 1))
-                for i in range(len(ref))])
+                for i in range(len(ref))]
         last = [past + len(s) - 1 for s in suffix]
         keep = sorted(set(last))
-        out = lm(input_ids=ids.to(device), position_ids=positions.to(device), past_key_values=past_kv, use_cache=True,
-                 attention_mask=mask.to(device) if past else None,
-                 logits_to_keep=torch.tensor([k - past for k in keep], device=device))
+        out_logits, layers = encode(ids.to(device), positions.to(device), past_kv, mask.to(device) if past else None,
+                                    torch.tensor([k - past for k in keep], device=device))
         pick = torch.tensor([keep.index(k) for k in last], device=device)
-        rows_logits = out.logits[torch.arange(len(rows), device=device), pick]
+        rows_logits = out_logits[torch.arange(len(rows), device=device), pick]
         if cache is None:
-            k0 = out.past_key_values.layers[0].keys
+            k0 = layers[0][0]
             shape = (n, k0.shape[1], width + room, k0.shape[-1])
-            cache = RoomyCache(room, [(k0.new_zeros(shape), k0.new_zeros(shape)) for _ in out.past_key_values.layers],
-                               width)
+            cache = RoomyCache(room, [(k0.new_zeros(shape), k0.new_zeros(shape)) for _ in layers], width)
             logits = rows_logits.new_empty((n, rows_logits.shape[-1]))
         logits[torch.tensor(rows, device=device)] = rows_logits
         for j, r in enumerate(rows):
             cols = mask[j].nonzero(as_tuple=True)[0].to(device)
-            for mine, theirs in zip(cache.layers, out.past_key_values.layers):
-                mine._k[r, :, width - len(prompts[r]):width] = theirs.keys[j][:, cols]
-                mine._v[r, :, width - len(prompts[r]):width] = theirs.values[j][:, cols]
+            for mine, (keys, values) in zip(cache.layers, layers):
+                mine._k[r, :, width - len(prompts[r]):width] = keys[j][:, cols]
+                mine._v[r, :, width - len(prompts[r]):width] = values[j][:, cols]
     return cache, logits
 
 
-def _store_shared_prefixes(lm, prompts: list[list[int]], store: PrefixStore, pad_id: int) -> int:
+def _store_shared_prefixes(lm, prompts: list[list[int]], store: PrefixStore, pad_id: int, encode=None) -> int:
     """Encode once, and store, the prefixes that prompts of one batch share beyond what the store
     already holds of them; returns how many were stored.
 
@@ -281,7 +292,7 @@ def _store_shared_prefixes(lm, prompts: list[list[int]], store: PrefixStore, pad
     if not shared:
         return 0
     prefixes = [list(p) for p in shared]
-    cache, _ = _prefill(lm, prefixes, [store.lookup(p, whole=True) for p in prefixes], pad_id, 0)
+    cache, _ = _prefill(lm, prefixes, [store.lookup(p) for p in prefixes], pad_id, 0, encode)
     width = max(map(len, prefixes))
     for r, p in enumerate(prefixes):
         store.add(p, _row_kv(cache, r, torch.arange(width - len(p), width, device=lm.device)))
@@ -319,14 +330,14 @@ def _row_kv(cache, row: int, cols: torch.Tensor) -> list[tuple[torch.Tensor, tor
 @torch.inference_mode()
 def sample_batch(lm, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
                  seeds: list[int | None], pad_id: int, stop_ids: set[int],
-                 store: PrefixStore | None = None, step=None) -> list[list[int]]:
+                 store: PrefixStore | None = None, step=None, encode=None) -> list[list[int]]:
     """Sampled continuations of the prompts; each row leaves the batch at its stop token.
 
     Prompts are encoded in length-sorted groups (`_prefill`) and decoded together, each row laid out
     as [padding][prompt][reply] with every real token at its true position. With a `store`, each
     prompt's longest stored prefix is reused, and each finished row's prompt and reply are stored
-    for later prompts. `step` runs one decode step (`hf_step`'s signature; default `hf_step` on
-    `lm`), e.g. a `FusedDecoder` of the same model.
+    for later prompts. `step` runs one decode step and `encode` one prefill pass (`hf_step`'s and
+    `hf_encode`'s contracts; by default those on `lm`), e.g. a `FusedDecoder`'s of the same model.
 
     Returns:
         Per prompt, the generated tokens (a stop token, if reached, last).
@@ -335,9 +346,9 @@ def sample_batch(lm, prompts: list[list[int]], *, max_new_tokens: int, temperatu
     step = step or partial(hf_step, lm)
     n = len(prompts)
     if store is not None:
-        _store_shared_prefixes(lm, prompts, store, pad_id)
+        _store_shared_prefixes(lm, prompts, store, pad_id, encode)
     reuse = [store.lookup(p) if store is not None else (0, None) for p in prompts]
-    cache, logits = _prefill(lm, prompts, reuse, pad_id, max_new_tokens)
+    cache, logits = _prefill(lm, prompts, reuse, pad_id, max_new_tokens, encode)
     width = max(len(p) for p in prompts)
     mask = torch.zeros((n, width), dtype=torch.bool)
     for r, p in enumerate(prompts):

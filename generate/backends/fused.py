@@ -21,6 +21,7 @@ equal the model's own forward up to the order of fp32 sums (`tests/generate/test
 from __future__ import annotations
 
 import torch
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 from generate.backends.attention import SHAPES, kernel
 from generate.backends.decode import RoomyCache
@@ -94,3 +95,39 @@ class FusedDecoder:
             after = model.norm if i == last else model.layers[i + 1].input_layernorm
             h = ext.add_rms_norm(x, m, after.weight, self.eps)
         return self.lm.lm_head(h)
+
+    @torch.inference_mode()
+    def encode(self, ids: torch.Tensor, positions: torch.Tensor, past: list[tuple[torch.Tensor, torch.Tensor]] | None,
+               mask: torch.Tensor | None, keep: torch.Tensor) -> tuple[torch.Tensor, list[tuple[torch.Tensor, torch.Tensor]]]:
+        """Prefill through the same fused layers (`decode.hf_encode`'s contract): right-padded ids
+        and their positions (b, s), each row after its `past` keys and values ((b, Hkv, P, D) per
+        layer) or none, `mask` (b, P + s) over past and new columns (None: no past, causal). Returns
+        the logits (b, len(keep), V) at the `keep` positions and every layer's keys and values
+        (b, Hkv, P + s, D). Attention is transformers' SDPA path with the mask it would build."""
+        ext, model = self.ext, self.lm.model
+        batch, span = ids.shape
+        x = model.embed_tokens(ids).view(batch * span, -1)
+        cos, sin = (t.reshape(batch * span, -1) for t in model.rotary_emb(x.view(batch, span, -1), positions))
+        allowed = None
+        if mask is not None:
+            before = mask.shape[1] - span
+            causal = torch.arange(mask.shape[1], device=ids.device) <= before + torch.arange(span, device=ids.device)[:, None]
+            allowed = mask.bool()[:, None, None, :] & causal[None, None]
+        h = ext.rms_norm(x, model.layers[0].input_layernorm.weight, self.eps)
+        layers, last = [], len(model.layers) - 1
+        for i, layer in enumerate(model.layers):
+            k, v = (x.new_empty(batch, span, self.kv_heads, self.dim) for _ in range(2))  # the rows' tokens as "rows"
+            q = ext.rope_store(linear(h, self.qkv[i]), cos, sin, k.view(-1, self.kv_heads, 1, self.dim),
+                               v.view(-1, self.kv_heads, 1, self.dim), 0, self.heads)
+            k, v = k.transpose(1, 2), v.transpose(1, 2)
+            if past is not None:
+                k, v = torch.cat([past[i][0], k], dim=2), torch.cat([past[i][1], v], dim=2)
+            layers.append((k, v))
+            a, _ = sdpa_attention_forward(layer.self_attn, q.view(batch, span, self.heads, self.dim).transpose(1, 2),
+                                          k, v, allowed, scaling=self.scale)
+            h = ext.add_rms_norm(x, layer.self_attn.o_proj(a.reshape(batch * span, -1)),
+                                 layer.post_attention_layernorm.weight, self.eps)
+            m = layer.mlp.down_proj(ext.silu_mul(linear(h, self.gate_up[i])))
+            after = model.norm if i == last else model.layers[i + 1].input_layernorm
+            h = ext.add_rms_norm(x, m, after.weight, self.eps)
+        return self.lm.lm_head(h.view(batch, span, -1)[:, keep]), layers

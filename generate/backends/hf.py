@@ -163,7 +163,7 @@ class HFBackend(Backend):
             outs = sample_batch(self.lm, prompts, max_new_tokens=params.max_new_tokens,
                                 temperature=params.temperature, top_p=params.top_p, seeds=[r.seed for r in requests],
                                 pad_id=self.tokenizer.pad_token_id, stop_ids=stop, store=self.store,
-                                step=self.decoder)
+                                step=self.decoder, encode=self.decoder.encode if self.decoder else None)
         results = []
         for ids, tokens in zip(prompts, outs):
             n = next((j for j, t in enumerate(tokens) if t in stop), len(tokens))

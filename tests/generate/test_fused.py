@@ -133,3 +133,36 @@ def test_fused_steps_are_as_close_to_fp32_as_the_models_own_bf16_forward(fast_ba
         first, ref = caches[0].layers[0], caches[1].layers[0]
         for ours, theirs in ((first.keys, ref.keys), (first.values, ref.values)):
             assert torch.allclose(ours[:, :, width:].float(), theirs[:, :, width:].float(), rtol=2 ** -6, atol=1e-2)
+
+
+@needs_kernel
+@pytest.mark.slow
+@pytest.mark.parametrize("reused", [False, True])
+def test_fused_prefill_is_as_close_to_fp32_as_the_models_own_bf16_forward(fast_backend, reused):
+    """Prefill through the fused layers (`FusedDecoder.encode`), with and without a reused prefix
+    (the masked and the causal path), against transformers' bf16 and fp32 forwards."""
+    from transformers import AutoModelForCausalLM
+
+    from generate.backends.decode import _prefill, hf_encode
+    from generate.backends.embedded import smollm2_dir
+
+    lm, fused = fast_backend.lm, fast_backend.decoder
+    fp32 = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
+    gen = torch.Generator().manual_seed(1)
+    base = torch.randint(100, 40000, (70,), generator=gen).tolist()
+    prompts = [base + torch.randint(100, 40000, (n,), generator=gen).tolist() for n in (30, 11, 52)]
+    with torch.inference_mode():
+        runs = []
+        for model, encode in ((lm, fused.encode), (lm, partial(hf_encode, lm)), (fp32, partial(hf_encode, fp32))):
+            reuse = [(0, None)] * 3
+            if reused:
+                head, _ = _prefill(model, [base + [5]], [(0, None)], 0, 0)
+                reuse = [(70, [(layer.keys[0, :, :70], layer.values[0, :, :70]) for layer in head.layers])] * 3
+            runs.append(_prefill(model, prompts, reuse, 0, 4, encode))
+    (ours, our_logits), (theirs, their_logits), (_, exact) = runs
+    assert torch.equal(our_logits.argmax(-1), their_logits.argmax(-1))
+    assert torch.equal(ours.layers[0].keys, theirs.layers[0].keys)  # first layer: no fp32 sum before it
+    logp = [torch.log_softmax(t.float(), dim=-1) for t in (our_logits, their_logits, exact)]
+    top = exact.topk(50, dim=-1).indices
+    our_err, their_err = ((t.gather(-1, top) - logp[2].gather(-1, top)).abs().max() for t in logp[:2])
+    assert our_err <= 1.5 * their_err + 0.02
