@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections import OrderedDict, defaultdict
 from functools import partial
+from itertools import pairwise
 
 import torch
 from transformers import DynamicCache
@@ -36,7 +37,7 @@ def nucleus(probs: torch.Tensor, top_p: float, k: int = NUCLEUS_K) -> tuple[torc
 
     A token is kept when the probability mass of the tokens ranked above it is < top_p (the first
     token always), as `transformers`' `TopPLogitsWarper` keeps it. Rows whose nucleus goes on past
-    their k most likely tokens (~6% of a Review run's steps) are read again with 16 times k, up to
+    their k most likely tokens (~6% of a Review run's rows) are read again with 16 times k, up to
     the whole vocabulary: a top-4096 costs ~0.4 ms a row where a full sort costs ~2 ms.
     """
     k = min(k, probs.shape[-1])
@@ -121,7 +122,6 @@ class PrefixStore:
         self.hits += 1
         self.reused_tokens += best
         return best, [(k[:, :best], v[:, :best]) for k, v in self.entries[best_key]]
-
 
     def held(self, tokens: list[int]) -> int:
         """How many of `tokens` `lookup` would reuse (0 for none), without counting it as a use."""
@@ -285,7 +285,7 @@ def _store_shared_prefixes(lm, prompts: list[list[int]], store: PrefixStore, pad
     """
     order = sorted(range(len(prompts)), key=prompts.__getitem__)
     shared: dict[tuple[int, ...], None] = {}
-    for a, b in zip(order, order[1:]):
+    for a, b in pairwise(order):
         n = min(_common(tuple(prompts[a]), prompts[b]), len(prompts[a]) - 1, len(prompts[b]) - 1)
         if n - max(store.held(prompts[a]), store.held(prompts[b])) >= PrefixStore.BUCKET:
             shared[tuple(prompts[a][:n])] = None
