@@ -96,13 +96,11 @@ def test_prefill_groups_rows_by_length_within_the_token_budget():
     assert sorted(r for g in groups for r in g) == list(range(6))
 
 
-@pytest.mark.slow
-def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with():
-    """Prompts of very different lengths, some with a reused prefix and some without, prefilled in
-    separate groups and decoded together, sample what each samples alone (float32, same seeds)."""
+@pytest.fixture(scope="module")
+def fp32_writer():
+    """(tokenizer, the bundled writer in float32, text -> chat-formatted prompt ids), loaded once."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from generate.backends.decode import sample_batch
     from generate.backends.embedded import smollm2_dir
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir())
@@ -112,6 +110,16 @@ def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with():
         return tok(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
                                            tokenize=False), add_special_tokens=False)["input_ids"]
 
+    return tok, lm, ids
+
+
+@pytest.mark.slow
+def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with(fp32_writer):
+    """Prompts of very different lengths, some with a reused prefix and some without, prefilled in
+    separate groups and decoded together, sample what each samples alone (float32, same seeds)."""
+    from generate.backends.decode import sample_batch
+
+    tok, lm, ids = fp32_writer
     base = "Writing task: a story about a lighthouse on a moon. " * 6
     store, stop = PrefixStore(), {tok.eos_token_id}
     sample_batch(lm, [ids(base)], max_new_tokens=8, temperature=0.9, top_p=0.9, seeds=[0],
@@ -125,21 +133,12 @@ def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with():
 
 
 @pytest.mark.slow
-def test_a_prefix_shared_within_a_batch_is_encoded_once_and_changes_no_token():
+def test_a_prefix_shared_within_a_batch_is_encoded_once_and_changes_no_token(fp32_writer):
     """Two prompts share a long opening the store does not hold (a reviewer's two reviews): it is
     encoded once, both reuse it, and each samples what it samples alone (float32, same seeds)."""
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     from generate.backends.decode import _common, sample_batch
-    from generate.backends.embedded import smollm2_dir
 
-    tok = AutoTokenizer.from_pretrained(smollm2_dir())
-    lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
-
-    def ids(text):
-        return tok(tok.apply_chat_template([{"role": "user", "content": text}], add_generation_prompt=True,
-                                           tokenize=False), add_special_tokens=False)["input_ids"]
-
+    tok, lm, ids = fp32_writer
     head = "You are a critic. Review this story about a lighthouse on a moon, its world and its people. " * 3
     prompts = [ids(head + "Story: the keeper sang."), ids("Hi."), ids(head + "Story: the moon was silent.")]
     shared = _common(tuple(prompts[0]), prompts[2])
