@@ -65,7 +65,7 @@ train: setup   # GRPO with the CPU recipe (the bundled writer, embedded judge)
 		train/grpo.py --config configs/grpo/smollm2_cpu.yaml
 
 test: setup browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=25   # the slowest tests, to keep the suite in its time budget
 
 test-fast: setup browser
 	$(PY) -m pytest -q -m "not slow and not server and not train"

@@ -230,8 +230,12 @@ class Judge:
         return list(self.rubric.aspects)
 
     def fingerprint(self) -> dict:
-        """What identifies this judge's scores: model, mode, decoding and rubric."""
+        """What identifies this judge's scores: model, mode, decoding, rubric and, where the backend
+        picks them by the machine, the numerics (bf16 or float32) its logits were computed in."""
         out = {"model": self.model.name, "mode": self.mode, "rubric_sha256": self.rubric.sha256()}
+        numerics = self.model.backend.numerics()
+        if numerics:
+            out["numerics"] = numerics
         if self.mode == "sample":
             p = self.sample_params
             out.update(samples=self.samples, max_parse_retries=self.max_parse_retries, temperature=p.temperature,

@@ -335,8 +335,11 @@ def _check_provenance(out: Path, now: dict) -> None:
     if old is None:
         return
     for key in ("judge", "scorer", "reference"):
-        if old.get(key) != now.get(key):
-            raise UsageError(f"{out} holds scores made with another {key} ({_diff(old.get(key), now.get(key))}); "
+        before, after = old.get(key), now.get(key)
+        if key == "judge" and isinstance(before, dict) and isinstance(after, dict) and "numerics" not in before:
+            after = {k: v for k, v in after.items() if k != "numerics"}  # recorded before numerics were
+        if before != after:
+            raise UsageError(f"{out} holds scores made with another {key} ({_diff(before, after)}); "
                              "use another --out to start a new evaluation")
 
 

@@ -21,7 +21,16 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from generate.backends import ChatRequest, Completion, Model, SamplingParams, backend_options, load_model
+from generate.backends import (
+    Backend,
+    ChatRequest,
+    Completion,
+    Model,
+    SamplingParams,
+    backend_options,
+    load_model,
+    numerics_change,
+)
 from generate.clean import clean_reply
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl
@@ -141,6 +150,19 @@ def check_resumable(out: Path, cfg: RunConfig, texts: dict[str, dict[str, str]] 
                              "use another --out to start a new run")
 
 
+def check_numerics(out: Path, backend: Backend) -> None:
+    """Refuse to add stories computed otherwise than those `out` holds: the hf backend picks bf16
+    or float32 by the CPU, so the same command resumed on another machine would sample from other
+    logits and mix both in one run."""
+    manifest = out / "manifest.json"
+    if not manifest.exists():
+        return
+    change = numerics_change(json.loads(manifest.read_text()).get("backend"), backend.numerics())
+    if change:
+        raise UsageError(f"{out} holds stories made with {change} (the backend picks it by the machine); "
+                         "finish the run on a machine like the first, or use another --out")
+
+
 class PromptsFailed(PartialFailure):
     """Raised by `Runner.run` after everything else was written: some prompts have no stories.
 
@@ -217,6 +239,8 @@ class Runner:
         todo = [t for t in self.tasks if t.id not in done]
         log.info("%s: %d prompts, %d already done, %d to run", self.cfg.framework, len(self.tasks),
                  len(self.tasks) - len(todo), len(todo))
+        if todo:
+            check_numerics(self.out, self.model.backend)
         write_manifest(self.out, kind="generation", config=asdict(self.cfg), seed=self.cfg.seed,
                        templates=self.prompts.texts(),
                        extra={"backend": self.model.backend.describe() if todo else None,

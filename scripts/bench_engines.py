@@ -23,6 +23,7 @@ from pathlib import Path
 import torch
 
 from generate.backends import Model, load_backend
+from generate.common import machine
 from generate.common.cli import run_cli
 from generate.common.config import parse_config
 from generate.common.jsonl import read_jsonl
@@ -73,6 +74,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(BenchConfig, argv, prog="python scripts/bench_engines.py", description=__doc__.split("\n")[0])
     logging.getLogger().setLevel(logging.WARNING)
     plain = load_backend(cfg.model, batch_size=cfg.batch_size, engine="generate")  # the model as loaded
+    m = machine.describe()
+    print(f"machine: {m['cpu']}, {m['cores']} cores, {', '.join(m['isa']) or 'no listed ISA'}; "
+          f"model in {plain.describe()['dtype']} (the numbers below hold for this kind of machine only)")
     ceiling(plain, 4, 4)  # warm-up
     top = ceiling(plain, cfg.batch_size, cfg.ceiling_tokens)
     print(f"raw ceiling: generate() on {cfg.batch_size} x {cfg.ceiling_tokens} tokens: {top:.1f} tokens/s")

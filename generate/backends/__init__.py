@@ -8,7 +8,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob
+from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob, numerics_change
 from generate.backends.model import BackendUnavailable, Model, RetryPolicy, RetryStats
 from generate.common.errors import UsageError
 
@@ -24,6 +24,7 @@ ALIASES: dict[str, str] = {
 }
 
 __all__ = ["Backend", "BackendUnavailable", "ChatRequest", "Completion", "Model", "RetryPolicy", "RetryStats",
+           "numerics_change",
            "SamplingParams", "TokenLogprob", "backend_options", "load_backend", "load_model", "resolve_spec"]
 
 

@@ -26,6 +26,8 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
+from generate.common.machine import cpu_has
+
 log = logging.getLogger(__name__)
 
 NAME = "scifi_decode"  # the attention implementation's name in transformers' registries
@@ -56,11 +58,7 @@ def _clear_stale_lock(path: Path) -> None:
 
 
 def _cpu_has_avx512() -> bool:
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return all(f in flags for f in ("avx512f", "avx512bw", "avx512dq", "avx512vl"))
+    return cpu_has("avx512f", "avx512bw", "avx512dq", "avx512vl")
 
 
 @cache

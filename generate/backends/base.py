@@ -90,8 +90,11 @@ class Backend(abc.ABC):
         timeout: seconds one `generate` call may take before it counts as failed (None: no
             limit, for local engines whose threads cannot be cancelled anyway).
         supports_prefill: whether `ChatRequest.prefill` is honoured.
+        NUMERICS: the `describe` fields that change the numbers a request gets (not only their
+            speed), chosen per machine where the backend picks them itself (the hf backend's dtype).
     """
 
+    NUMERICS: tuple[str, ...] = ()
     batch_size: int = 1
     max_concurrency: int = 1
     timeout: float | None = None
@@ -108,8 +111,24 @@ class Backend(abc.ABC):
         """What the manifest records about this backend (never credentials)."""
         return {"backend": type(self).__name__, "model": self.model}
 
+    def numerics(self) -> dict:
+        """The `NUMERICS` fields of `describe`: results made with other values are not the same
+        computation, so a run refuses to mix them (`numerics_change`)."""
+        described = self.describe()
+        return {k: described[k] for k in self.NUMERICS if k in described}
+
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what belongs to the running event loop (connection pools) before it ends."""
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release engine resources."""
+
+
+def numerics_change(before: dict | None, now: dict) -> str | None:
+    """The first `Backend.numerics` field recorded `before` (a manifest's backend description) that
+    differs `now`, as "dtype 'bfloat16' then, 'float32' now"; None when none does. A field the
+    earlier record lacks (written before it was recorded) counts as unknown, not as a change."""
+    for key, value in now.items():
+        if before and key in before and before[key] != value:
+            return f"{key} {before[key]!r} then, {value!r} now"
+    return None

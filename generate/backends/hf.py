@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from pathlib import Path
 
 import torch
 
@@ -20,17 +19,14 @@ from generate.backends.fused import FusedDecoder, unsupported
 from generate.backends.packed import can_pack, pack_linears
 from generate.backends.prefix import greedy_with_prefix
 from generate.common.errors import UsageError
+from generate.common.machine import cpu_has
 
 log = logging.getLogger(__name__)
 
 
 def cpu_supports_bf16() -> bool:
     """bf16 matmuls are fast only with native support (AVX512-BF16 / AMX); else use fp32."""
-    try:
-        flags = Path("/proc/cpuinfo").read_text()
-    except OSError:
-        return False
-    return "avx512_bf16" in flags or "amx_bf16" in flags
+    return cpu_has("avx512_bf16") or cpu_has("amx_bf16")
 
 
 def pick_dtype(dtype: str, device: str) -> torch.dtype:
@@ -55,6 +51,9 @@ class HFBackend(Backend):
     """Local transformers model; one engine call runs a whole batch."""
 
     supports_prefill = True
+    # bf16 or float32 by the CPU (`pick_dtype`); the decode kernel and fused step where they build
+    # (within bf16 rounding of transformers, not bit for bit). Packing changes no number.
+    NUMERICS = ("dtype", "device", "decode_attention", "decode_step")
 
     def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None,
                  engine: str = "fast"):

@@ -1,4 +1,4 @@
-"""Run manifests: how a result was made (config, versions, commit, seed, template hashes).
+"""Run manifests: how a result was made (config, versions, commit, seed, template hashes, machine).
 
 A manifest is replaced atomically (a kill mid-write must not leave a torn manifest, which the
 next run reads to check that it may resume) and never holds a credential: config values and
@@ -19,6 +19,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from generate.common import machine
 from generate.common.files import write_atomic
 from generate.common.secrets import SECRET_KEY, find_secrets, redact, redact_argv, scrub_values
 
@@ -73,6 +74,7 @@ def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], se
         "git_commit": git_commit(),
         "python": platform.python_version(),
         "packages": package_versions(),
+        "machine": machine.describe(),
         "template_sha256": {name: sha256_text(text) for name, text in sorted((templates or {}).items())},
     }
     if extra:

@@ -385,6 +385,7 @@ def _rewrite_scores(run: Path, change) -> None:
 @pytest.mark.parametrize("field, provenance", [
     ("judge", {"judge": {**PROVENANCE["judge"], "model": "another-judge"}}),
     ("judge", {"judge": {**PROVENANCE["judge"], "rubric_sha256": "0" * 64}}),  # the rubric file changed
+    ("judge", {"judge": {**PROVENANCE["judge"], "numerics": {"dtype": "float32"}}}),  # judged on another CPU
     ("reference", {"reference": {**PROVENANCE["reference"], "content_sha256": "e" * 64}}),
 ])
 def test_runs_made_with_another_judge_or_reference_are_refused(runs, field, provenance):

@@ -231,3 +231,22 @@ def test_two_real_evaluations_compare_with_the_catalog_they_recorded(tmp_path, t
     result = compare(list(runs.values()), n_boot=100)
     assert result["config"]["metrics"][:6] == ["judge_average", *ASPECTS]
     assert result["gains"]["concepts"]["other"]["gain"] == 0.0
+
+
+@pytest.mark.parametrize("recorded, refused", [
+    ({"dtype": "bfloat16", "device": "cpu"}, True),   # scored in bf16 on another CPU
+    ({"dtype": "float32", "device": "cpu"}, False),
+    (None, False),                                     # recorded before numerics were: unknown, not a change
+])
+def test_resuming_an_evaluation_judged_in_another_dtype_is_refused(tmp_path, recorded, refused):
+    from eval.run import _check_provenance
+
+    judge = {"model": "m", "mode": "logprob", "rubric_sha256": "r"}
+    before = {**judge, "numerics": recorded} if recorded else judge
+    (tmp_path / "manifest.json").write_text(json.dumps({"provenance": {"judge": before}}))
+    now = {"judge": {**judge, "numerics": {"dtype": "float32", "device": "cpu"}}}
+    if refused:
+        with pytest.raises(UsageError, match="another judge .*numerics"):
+            _check_provenance(tmp_path, now)
+    else:
+        _check_provenance(tmp_path, now)

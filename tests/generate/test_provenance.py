@@ -78,3 +78,42 @@ def test_resume_refusal_knows_the_review_variant(tmp_path, old, refused):
             check_resumable(tmp_path, cfg)
     else:
         check_resumable(tmp_path, cfg)
+
+
+class MachineEcho(RecordingEcho):
+    """Echo replies from a backend that, like the hf one, picks its dtype by the machine."""
+
+    NUMERICS = ("dtype",)
+
+    def __init__(self, dtype: str | None):
+        super().__init__()
+        self.dtype = dtype
+
+    def describe(self) -> dict:
+        return {**super().describe(), **({"dtype": self.dtype} if self.dtype else {})}
+
+
+def test_resuming_on_a_machine_that_computes_in_another_dtype_is_refused(tmp_path):
+    """bf16 where the CPU has it, float32 elsewhere: the same command resumed on another machine
+    would mix stories sampled from other logits into one run."""
+    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
+
+    def run(dtype, limit):
+        cfg = RunConfig(framework="single", model="echo", dataset=str(dataset), out=str(tmp_path / "run"), limit=limit)
+        return Runner(cfg, model=Model(MachineEcho(dtype))).run()
+
+    run("bfloat16", 1)
+    with pytest.raises(UsageError, match="dtype 'bfloat16' then, 'float32' now"):
+        run("float32", 2)
+    run("bfloat16", 2)  # the same numerics resume
+    run("float32", 2)  # nothing left to generate: nothing to mix
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["backend"] is None and manifest["machine"]["cores"] >= 1
+
+
+def test_a_run_recorded_before_numerics_were_resumes(tmp_path):
+    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
+    cfg = RunConfig(framework="single", model="echo", dataset=str(dataset), out=str(tmp_path / "run"), limit=1)
+    Runner(cfg, model=Model(MachineEcho(None))).run()  # a manifest whose backend has no dtype
+    cfg.limit = 2
+    Runner(cfg, model=Model(MachineEcho("float32"))).run()
