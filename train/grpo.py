@@ -33,11 +33,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import sys
 from pathlib import Path
 
+import torch
 from trl import GRPOConfig, ModelConfig, TrlParser, get_peft_config
 
 from eval.rubric import load_rubric
+from generate.backends.hf import cpu_supports_bf16
 from generate.common.cli import run_cli
 from generate.common.manifest import write_manifest
 from generate.datasets import load_dataset
@@ -140,6 +143,35 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
     log.info("done: %s", training_args.output_dir)
 
 
+def cpu_precision(training_args: GRPOConfig, model_args: ModelConfig) -> list[str]:
+    """Overrides that train in float32 where the config asks for bf16 on a CPU without native bf16.
+
+    There bf16 is emulated: correct, but two steps of the CPU recipe (`dtype: bfloat16`, `bf16:
+    true`) took 363 s on an AVX2-only EPYC. The hf backend already infers in float32 on such a CPU
+    (`pick_dtype`); training follows it, says so in the log, and the manifest records the effective
+    settings. Returned as command-line overrides, so the arguments are parsed again whole (the
+    trainer's mixed precision is derived from `bf16` when its arguments are built).
+    """
+    if not (training_args.use_cpu or not torch.cuda.is_available()) or cpu_supports_bf16():
+        return []
+    out = []
+    if training_args.bf16:
+        out += ["--bf16", "false"]
+    if model_args.dtype == "bfloat16":
+        out += ["--dtype", "float32"]
+    return out
+
+
+def parse(parser: TrlParser, argv: list[str] | None):
+    args = parser.parse_args_and_config(argv)
+    overrides = cpu_precision(args[1], args[2])
+    if overrides:
+        log.warning("no native bf16 on this CPU (bf16 would be emulated, several times slower): training in "
+                    "float32 (%s)", " ".join(overrides))
+        args = parser.parse_args_and_config([*(argv if argv is not None else sys.argv[1:]), *overrides])
+    return args
+
+
 if __name__ == "__main__":
     parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))
-    run_cli(lambda argv: main(*parser.parse_args_and_config(argv)))
+    run_cli(lambda argv: main(*parse(parser, argv)))
