@@ -32,6 +32,7 @@ from generate.backends import (
     numerics_change,
 )
 from generate.clean import clean_reply
+from generate.common import machine
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl
 from generate.common.lock import output_lock
@@ -255,7 +256,8 @@ class Runner:
             chunk = todo[start:start + size]
             append_jsonl(stories, self._run_chunk(chunk, journal, failures))
         if before is not None:  # what the faults of this invocation cost, by cause
-            update_manifest(self.out, {"reliability": self.model.stats.since(before).to_json()})
+            update_manifest(self.out, {"reliability": self.model.stats.since(before).to_json(),
+                                       "peak_rss_gb": machine.peak_rss_gb()})
         if self.failed:
             log.warning("%d prompt(s) failed (reasons in %s): %s", len(self.failed), self.failed_path,
                         "; ".join(f"{pid}: {why}" for pid, why in self.failed.items()))

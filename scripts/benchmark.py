@@ -26,6 +26,7 @@ from eval.benchmark import write_benchmark
 from eval.run import EvalConfig, Evaluator
 from eval.view import write_view
 from generate.backends import backend_options, load_model
+from generate.common import machine
 from generate.common.cli import run_cli
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
@@ -67,7 +68,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed: dict[str, dict[str, str]] = {}
     started = time.perf_counter()
     for k, name in enumerate(cfg.frameworks, 1):
-        log.info("[%d/%d] %s (benchmark elapsed %s)", k, len(cfg.frameworks), name, _clock(time.perf_counter() - started))
+        log.info("[%d/%d] %s (benchmark elapsed %s, peak resident memory so far %s GiB)", k, len(cfg.frameworks), name,
+                 _clock(time.perf_counter() - started), machine.peak_rss_gb())
         runner = Runner(RunConfig(framework=name, model=cfg.model, dataset=cfg.dataset, limit=cfg.limit,
                                   seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size,
                                   out=str(out / name)), model=model)
@@ -77,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                               judge_mode=cfg.judge_mode, seed=cfg.seed, reference_dir=cfg.reference_dir,
                               reference_max_chunks=cfg.reference_max_chunks, batch_size=cfg.batch_size)
             Evaluator(ecfg, models={cfg.model: model}).run()
-    log.info("all frameworks done in %s", _clock(time.perf_counter() - started))
+    log.info("all frameworks done in %s (peak resident memory %s GiB)", _clock(time.perf_counter() - started),
+             machine.peak_rss_gb())
     write_benchmark(out, cfg.frameworks, f"Benchmark: {cfg.model} on {cfg.dataset}")
     write_view([out / name for name in cfg.frameworks], out / "view.html",
                title=f"Benchmark: {cfg.model} on {cfg.dataset}")

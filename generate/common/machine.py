@@ -55,3 +55,15 @@ def describe() -> dict:
     return {"cpu": model or platform.processor() or None, "arch": platform.machine(), "cores": cores,
             "torch_threads": torch.get_num_threads(), "isa": [f for f in ISA if f in flags],
             "cuda": torch.cuda.get_device_name(0) if torch.cuda.is_available() else None}
+
+
+def peak_rss_gb() -> float | None:
+    """The process's peak resident memory so far, in GiB (None where the OS does not say): what a
+    run needed of the machine's memory, recorded beside its time. In a process that made several
+    runs (a benchmark), the peak of all of them so far."""
+    try:
+        import resource
+    except ImportError:
+        return None
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB on Linux
+    return round(kib / 2**20, 2)

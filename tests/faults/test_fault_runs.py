@@ -75,6 +75,7 @@ def test_review_retries_match_the_schedule_and_the_manifest(review):
     assert not stats.failed_calls and stats.waited_s >= 2.0  # two Retry-After waits of 1 s (one capped)
     manifest = json.loads((review["out"] / "manifest.json").read_text())
     assert manifest["reliability"] == stats.to_json()
+    assert 0.05 < manifest["peak_rss_gb"] < 64  # the process's peak memory, in GiB (not KiB or bytes)
 
 
 def test_evaluation_survives_every_fault_with_identical_scores(evaluation):

@@ -96,6 +96,45 @@ def test_prefill_groups_rows_by_length_within_the_token_budget():
     assert sorted(r for g in groups for r in g) == list(range(6))
 
 
+def test_rows_leave_the_cache_in_place_moving_one_row_per_leaver():
+    """When rows leave a batch, each leaver's slot takes a live row from the tail and the buffers
+    narrow to a view: the same storage, no kept row copied again (indexing the buffers instead
+    copied every kept row into fresh memory at each leave, ~3 GB a leave at full width)."""
+    from generate.backends.decode import RoomyCache, compaction
+
+    assert compaction([0, 2, 3, 5]) == [0, 5, 2, 3]  # rows 1 and 4 left: 1's slot takes 5, 4 is past the end
+    assert compaction([0, 1, 2]) == [0, 1, 2] and compaction([4]) == [4]
+    torch.manual_seed(0)
+    buffers = [(torch.randn(6, 2, 9, 4), torch.randn(6, 2, 9, 4)) for _ in range(2)]
+    expect = [(k.clone(), v.clone()) for k, v in buffers]
+    cache = RoomyCache(3, buffers, used=5)
+    storage = [layer._k.untyped_storage().data_ptr() for layer in cache.layers]
+    order = compaction([0, 2, 3, 5])
+    cache.batch_select_indices(torch.tensor(order))
+    for layer, (k, v), ptr in zip(cache.layers, expect, storage):
+        assert layer._k.untyped_storage().data_ptr() == ptr and layer._k.shape[0] == 4
+        assert torch.equal(layer.keys, k[order, :, :5]) and torch.equal(layer.values, v[order, :, :5])
+        assert layer.extend(1) == 5  # decoding goes on in the narrowed buffers
+    cache.batch_select_indices(torch.tensor([2, 0]))  # any other order: still right, by copying
+    assert torch.equal(cache.layers[0].keys[:, :, :5], expect[0][0][[2, 0], :, :5])
+
+
+@pytest.mark.slow
+def test_rows_that_leave_at_different_steps_sample_what_they_sample_alone(fp32_writer):
+    """Frequent stop tokens make rows leave one by one and the tail fill their slots: each row's
+    tokens are still those it samples alone (float32, same seeds)."""
+    from generate.backends.decode import sample_batch
+
+    tok, lm, ids = fp32_writer
+    prompts = [ids(f"Tell a story about {w}.") for w in ("rain", "a robot", "the sea", "Mars", "a clock", "bees")]
+    stop = {t for t in range(tok.vocab_size) if t % 5 == 0} | {tok.eos_token_id}
+    kwargs = {"max_new_tokens": 16, "temperature": 1.0, "top_p": 1.0, "pad_id": tok.eos_token_id, "stop_ids": stop}
+    together = sample_batch(lm, prompts, seeds=list(range(6)), **kwargs)
+    assert len({len(t) for t in together}) >= 3  # rows did leave at different steps
+    alone = [sample_batch(lm, [p], seeds=[s], **kwargs)[0] for s, p in enumerate(prompts)]
+    assert together == alone
+
+
 @pytest.fixture(scope="module")
 def fp32_writer():
     """(tokenizer, the bundled writer in float32, text -> chat-formatted prompt ids), loaded once."""
