@@ -31,7 +31,8 @@ from generate.common.machine import cpu_has
 log = logging.getLogger(__name__)
 
 NAME = "scifi_decode"  # the attention implementation's name in transformers' registries
-SOURCES = [Path(__file__).with_name("csrc") / name for name in ("decode_ops.cpp", "decode_attention.cpp")]
+SOURCES = [Path(__file__).with_name("csrc") / name
+           for name in ("decode_ops.cpp", "decode_attention.cpp", "prefill_attention.cpp")]
 FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma"]
 SHAPES = {"groups": (1, 2, 3, 4, 6, 8), "head_dim": (64, 128)}  # what the kernel is compiled for
 STALE_LOCK_S = 600  # a build takes ~35 s; an older lock was left by a build that was killed
@@ -80,10 +81,18 @@ def kernel():
         return None
 
 
+def prefill_kernel():
+    """The extension where its prefill attention can run (`csrc/prefill_attention.cpp`: AVX512_BF16
+    dot products, head size 64), else None: prefill attention then goes to SDPA."""
+    ext = kernel()
+    return ext if ext is not None and cpu_has("avx512_bf16") else None
+
+
 def decode_attention_forward(module, query, key, value, attention_mask, dropout: float = 0.0, scaling=None,
                              **kwargs):
-    """transformers' attention signature: the kernel for one bf16 query token per row on CPU, SDPA
-    otherwise. query (B, H, 1, D), key/value (B, Hkv, T, D), attention_mask bool (B, 1, 1, T) or None."""
+    """transformers' attention signature: on CPU in bf16, the decode kernel for one query token per
+    row and the prefill kernel for a causal pass (`_prefill_columns`), SDPA otherwise. query (B, H,
+    S, D), key/value (B, Hkv, T, D), attention_mask bool (B, 1, S, T) or None."""
     batch, heads, q_len, dim = query.shape
     groups = heads // key.shape[1]
     ext = kernel() if (q_len == 1 and query.device.type == "cpu" and query.dtype == torch.bfloat16
@@ -92,14 +101,49 @@ def decode_attention_forward(module, query, key, value, attention_mask, dropout:
                        and kwargs.get("softcap") is None and kwargs.get("position_bias") is None
                        and (attention_mask is None or attention_mask.dtype == torch.bool)) else None
     if ext is None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
-                                      **kwargs)
+        columns = _prefill_columns(query, key, value, attention_mask, dropout, kwargs)
+        if columns is None:
+            return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
+                                          **kwargs)
+        out = prefill_kernel().prefill_attention(query.transpose(1, 2).reshape(batch, q_len, heads // groups, groups, dim),
+                                                 key, value, columns, scaling if scaling is not None else dim ** -0.5)
+        return out.view(batch, q_len, heads, dim), None
     t = key.shape[2]
     mask = (torch.ones((batch, t), dtype=torch.bool) if attention_mask is None
             else attention_mask[:, 0, -1, -t:].expand(batch, t))
     scale = scaling if scaling is not None else dim ** -0.5
     out = ext.decode_attention(query.reshape(batch, heads // groups, groups, dim), key, value, mask, scale)
     return out.reshape(batch, heads, 1, dim).transpose(1, 2), None
+
+
+_verdict: list = [None, None]  # the last mask checked by `_prefill_columns` and what it found
+
+
+def _prefill_columns(query, key, value, attention_mask, dropout, kwargs) -> torch.Tensor | None:
+    """For a prefill pass (several bf16 query tokens a row, head size 64, CPU) that the prefill kernel
+    can take: the (B, T) columns each row may attend to (empty: all), the rest being causal with the
+    queries as the last tokens. None sends the pass to SDPA: any other mask (checked element by
+    element, once per mask: every layer of a pass gets the same one), dtype, device or option."""
+    batch, heads, q_len, dim = query.shape
+    t = key.shape[2]
+    if (q_len == 1 or dim != 64 or t < q_len or query.device.type != "cpu" or query.dtype != torch.bfloat16
+            or key.dtype != torch.bfloat16 or value.dtype != torch.bfloat16 or key.stride(-1) != 1
+            or value.stride(-1) != 1 or heads % key.shape[1] or dropout or prefill_kernel() is None
+            or any(kwargs.get(k) is not None for k in ("softcap", "position_bias", "sliding_window", "sinks"))):
+        return None
+    if attention_mask is None:
+        return torch.empty(0, dtype=torch.bool) if t == q_len else None
+    if _verdict[0] is attention_mask:
+        return _verdict[1]
+    columns = None
+    if attention_mask.dtype == torch.bool and attention_mask.dim() == 4 and attention_mask.shape[1] == 1:
+        mask = attention_mask[:, 0, :, -t:]
+        cols = mask[:, -1, :]  # the last query may see every column before it: exactly the valid ones
+        causal = torch.arange(t) <= (t - q_len) + torch.arange(q_len)[:, None]
+        if mask.shape[1] == q_len and torch.equal(mask, cols[:, None, :] & causal[None]):
+            columns = cols.expand(batch, t).contiguous()
+    _verdict[:] = [attention_mask, columns]
+    return columns
 
 
 AttentionInterface.register(NAME, decode_attention_forward)

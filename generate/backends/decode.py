@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections import OrderedDict, defaultdict
 from functools import partial
 from itertools import pairwise
+from typing import NamedTuple
 
 import torch
 from transformers import DynamicCache
@@ -76,6 +77,18 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float, generators: l
     return idx.gather(-1, scores.argmax(dim=-1, keepdim=True)).squeeze(-1)
 
 
+class Reuse(NamedTuple):
+    """What `PrefixStore.lookup` found for a prompt: its first `tokens` tokens' per-layer keys and
+    values (`kv`), taken from the stored sequence `key` (0, None, None: nothing to reuse)."""
+
+    tokens: int
+    kv: list[tuple[torch.Tensor, torch.Tensor]] | None
+    key: tuple[int, ...] | None = None
+
+
+NOTHING = Reuse(0, None)
+
+
 class PrefixStore:
     """Key/value caches of sequences the engine already encoded, reused by later prompts that
     start with them.
@@ -86,7 +99,14 @@ class PrefixStore:
     previous round's review prompt). Prefill is most of a multi-agent run's compute on a CPU
     (37.5k prompt tokens against 7.9k generated in a 6-prompt Review run), so a prompt's longest
     common token prefix with a stored sequence is taken from here instead of recomputed.
-    Entries are least-recently-used and bounded by `budget_bytes`.
+
+    Entries are bounded by `budget_bytes` and evicted least recently used first, except that an
+    entry a prompt reused is superseded once that prompt's own continuation is stored (`add`'s
+    `supersedes`): a conversation's next prompt starts with its latest turn, never with an older
+    one. Without that rule a wide round evicted exactly the wrong entries: at `make
+    benchmark-full`'s width (96 conversations a round, ~44 MB of keys and values each by round
+    two), the first batch's new entries pushed out the histories the second batch was about to
+    reuse, while the histories the first batch had just consumed stayed.
     """
 
     BUCKET = 64  # sequences are looked up by their first tokens (past the shared system prompt)
@@ -98,30 +118,43 @@ class PrefixStore:
         self.buckets: dict[tuple[int, ...], set[tuple[int, ...]]] = defaultdict(set)
         self.hits = self.reused_tokens = 0
 
-    def add(self, tokens: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]]) -> None:
-        """Store the (H, T, D) keys and values of each layer for `tokens` (T of them)."""
-        key = tuple(tokens)
-        if key in self.entries or len(key) < self.BUCKET:
-            return
-        self.entries[key] = kv
-        self.buckets[key[:self.BUCKET]].add(key)
-        self.size += sum(k.numel() * k.element_size() * 2 for k, _ in kv)
-        while self.size > self.budget and self.entries:
-            old, old_kv = self.entries.popitem(last=False)
-            self.buckets[old[:self.BUCKET]].discard(old)
-            self.size -= sum(k.numel() * k.element_size() * 2 for k, _ in old_kv)
+    def add(self, tokens: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]],
+            supersedes: tuple[int, ...] | None = None) -> None:
+        """Store the (H, T, D) keys and values of each layer for `tokens` (T of them).
 
-    def lookup(self, tokens: list[int], whole: bool = False) -> tuple[int, list[tuple[torch.Tensor, torch.Tensor]] | None]:
-        """(n, per-layer keys/values of the first n tokens) for the longest stored prefix of
-        `tokens`, leaving at least one token of its own (whose logits the caller needs) unless
-        `whole` (a caller that wants only the cache); (0, None) when none is long enough."""
+        `supersedes`: the entry `tokens`' prompt reused (`Reuse.key`). It goes at once where
+        `tokens` holds it whole (any prompt it would serve, the new entry serves at least as far),
+        else to the front of the eviction order: only its tail past the reused part is lost, the
+        part this conversation has moved on from.
+        """
+        key = tuple(tokens)
+        if key not in self.entries and len(key) >= self.BUCKET:
+            self.entries[key] = kv
+            self.buckets[key[:self.BUCKET]].add(key)
+            self.size += _nbytes(kv)
+        if supersedes is not None and supersedes != key and supersedes in self.entries:
+            if _common(supersedes, tokens) == len(supersedes):
+                self._drop(supersedes)
+            else:
+                self.entries.move_to_end(supersedes, last=False)
+        while self.size > self.budget and self.entries:
+            self._drop(next(iter(self.entries)))
+
+    def _drop(self, key: tuple[int, ...]) -> None:
+        self.buckets[key[:self.BUCKET]].discard(key)
+        self.size -= _nbytes(self.entries.pop(key))
+
+    def lookup(self, tokens: list[int], whole: bool = False) -> Reuse:
+        """The longest stored prefix of `tokens` and its per-layer keys/values, leaving at least
+        one token of its own (whose logits the caller needs) unless `whole` (a caller that wants
+        only the cache); `NOTHING` when none is long enough."""
         best, best_key = self._longest(tokens, whole)
         if best_key is None:
-            return 0, None
+            return NOTHING
         self.entries.move_to_end(best_key)
         self.hits += 1
         self.reused_tokens += best
-        return best, [(k[:, :best], v[:, :best]) for k, v in self.entries[best_key]]
+        return Reuse(best, [(k[:, :best], v[:, :best]) for k, v in self.entries[best_key]], best_key)
 
     def held(self, tokens: list[int]) -> int:
         """How many of `tokens` `lookup` would reuse (0 for none), without counting it as a use."""
@@ -135,6 +168,10 @@ class PrefixStore:
                 best, best_key = n, key
         best = min(best, len(tokens) - (0 if whole else 1))
         return (best, best_key) if best >= self.BUCKET and best_key is not None else (0, None)
+
+
+def _nbytes(kv: list[tuple[torch.Tensor, torch.Tensor]]) -> int:
+    return sum(k.numel() * k.element_size() * 2 for k, _ in kv)
 
 
 class RoomyLayer(DynamicLayer):
@@ -261,20 +298,20 @@ def _prefill(lm, prompts: list[list[int]], reuse: list, pad_id: int, room: int,
     encode = encode or partial(hf_encode, lm)
     width = max(len(p) for p in prompts)
     cache = logits = None
-    for rows in _chunks([len(p) - used for p, (used, _) in zip(prompts, reuse)]):
-        past = max(reuse[r][0] for r in rows)
-        suffix = [prompts[r][reuse[r][0]:] for r in rows]
+    for rows in _chunks([len(p) - got.tokens for p, got in zip(prompts, reuse)]):
+        past = max(reuse[r].tokens for r in rows)
+        suffix = [prompts[r][reuse[r].tokens:] for r in rows]
         span = max(len(s) for s in suffix)
         ids = torch.full((len(rows), span), pad_id, dtype=torch.long)
         mask = torch.zeros((len(rows), past + span), dtype=torch.long)
         for j, (r, s) in enumerate(zip(rows, suffix)):
             ids[j, :len(s)] = torch.tensor(s)
-            mask[j, :reuse[r][0]] = 1
+            mask[j, :reuse[r].tokens] = 1
             mask[j, past:past + len(s)] = 1
-        positions = torch.stack([reuse[r][0] + torch.arange(span) for r in rows])
+        positions = torch.stack([reuse[r].tokens + torch.arange(span) for r in rows])
         past_kv = None
         if past:
-            stored = [reuse[r][1] for r in rows]
+            stored = [reuse[r].kv for r in rows]
             ref = next(kv for kv in stored if kv is not None)
             past_kv = [
                 tuple(torch.stack([_pad_to(kv[i][w] if kv else ref[i][w][:, :0], past) for kv in stored]).to(device)
@@ -374,7 +411,7 @@ def sample_batch(lm, prompts: list[list[int]], *, max_new_tokens: int, temperatu
     n = len(prompts)
     if store is not None:
         _store_shared_prefixes(lm, prompts, store, pad_id, encode)
-    reuse = [store.lookup(p) if store is not None else (0, None) for p in prompts]
+    reuse = [store.lookup(p) if store is not None else NOTHING for p in prompts]
     cache, logits = _prefill(lm, prompts, reuse, pad_id, max_new_tokens, encode)
     width = max(len(p) for p in prompts)
     mask = torch.zeros((n, width), dtype=torch.bool)
@@ -391,7 +428,8 @@ def sample_batch(lm, prompts: list[list[int]], *, max_new_tokens: int, temperatu
 
     def keep(j: int, r: int) -> None:  # store a leaving row's prompt and reply (its last token unread)
         if store is not None:
-            store.add(prompts[r] + tokens[r][:-1], _row_kv(cache, j, mask[j].nonzero(as_tuple=True)[0]))
+            store.add(prompts[r] + tokens[r][:-1], _row_kv(cache, j, mask[j].nonzero(as_tuple=True)[0]),
+                      supersedes=reuse[r].key)
 
     for i in range(max_new_tokens):
         chosen = sample(logits, temperature, top_p, [generators[r] for r in rows]).cpu()

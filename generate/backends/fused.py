@@ -15,8 +15,9 @@ layer is nine calls:
   transformers' ops round;
 - attention through the decode kernel (`attention.py`).
 
-The sampled path's prefill goes through the same layers (`encode`, attention by transformers'
-SDPA): prefill is compute-bound, but its small ops were still 14-18% of a pass; the judge's greedy
+The sampled path's prefill goes through the same layers (`encode`; attention by our prefill kernel,
+`csrc/prefill_attention.cpp`, where the CPU has AVX512_BF16, else transformers' SDPA): prefill is
+compute-bound, but its small ops were still 14-18% of a pass; the judge's greedy
 prefill (`prefix.py`) and teacher-forced scoring keep transformers' forward. Logits equal the
 model's own forward up to the order of fp32 sums, and where that rounds a value the other way
 they stray no further from an fp32 reference than transformers' bf16 forward does
@@ -28,7 +29,7 @@ from __future__ import annotations
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from generate.backends.attention import SHAPES, kernel
+from generate.backends.attention import SHAPES, kernel, prefill_kernel
 from generate.backends.decode import RoomyCache
 from generate.backends.packed import can_pack, linear, pack
 
@@ -64,6 +65,8 @@ class FusedDecoder:
         self.lm, self.ext = lm, kernel()
         cfg = lm.config
         self.heads, self.kv_heads, self.dim = cfg.num_attention_heads, cfg.num_key_value_heads, cfg.head_dim
+        # Prefill attention through our kernel where it runs (AVX512_BF16, head size 64), else SDPA.
+        self.prefill = prefill_kernel() if self.dim == 64 and lm.dtype == torch.bfloat16 else None
         self.eps = cfg.rms_norm_eps
         self.scale = self.dim ** -0.5
         with torch.no_grad():
@@ -108,13 +111,16 @@ class FusedDecoder:
         and their positions (b, s), each row after its `past` keys and values ((b, Hkv, P, D) per
         layer) or none, `mask` (b, P + s) over past and new columns (None: no past, causal). Returns
         the logits (b, len(keep), V) at the `keep` positions and every layer's keys and values
-        (b, Hkv, P + s, D). Attention is transformers' SDPA path with the mask it would build."""
+        (b, Hkv, P + s, D). Attention is our prefill kernel's (`self.prefill`), else SDPA's with the
+        mask transformers would build."""
         ext, model = self.ext, self.lm.model
         batch, span = ids.shape
         x = model.embed_tokens(ids).view(batch * span, -1)
         cos, sin = (t.reshape(batch * span, -1) for t in model.rotary_emb(x.view(batch, span, -1), positions))
         allowed = None
-        if mask is not None:
+        if self.prefill is not None:
+            columns = mask.bool() if mask is not None else torch.empty(0, dtype=torch.bool)
+        elif mask is not None:
             before = mask.shape[1] - span
             causal = torch.arange(mask.shape[1], device=ids.device) <= before + torch.arange(span, device=ids.device)[:, None]
             allowed = mask.bool()[:, None, None, :] & causal[None, None]
@@ -128,8 +134,12 @@ class FusedDecoder:
             if past is not None:
                 k, v = torch.cat([past[i][0], k], dim=2), torch.cat([past[i][1], v], dim=2)
             layers.append((k, v))
-            a, _ = sdpa_attention_forward(layer.self_attn, q.view(batch, span, self.heads, self.dim).transpose(1, 2),
-                                          k, v, allowed, scaling=self.scale)
+            if self.prefill is not None:
+                a = self.prefill.prefill_attention(q.view(batch, span, self.kv_heads, -1, self.dim), k, v, columns,
+                                                   self.scale)
+            else:
+                a, _ = sdpa_attention_forward(layer.self_attn, q.view(batch, span, self.heads, self.dim).transpose(1, 2),
+                                              k, v, allowed, scaling=self.scale)
             h = ext.add_rms_norm(x, layer.self_attn.o_proj(a.reshape(batch * span, -1)),
                                  layer.post_attention_layernorm.weight, self.eps)
             m = layer.mlp.down_proj(ext.silu_mul(linear(h, self.gate_up[i])))

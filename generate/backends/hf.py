@@ -19,7 +19,7 @@ from generate.backends.fused import FusedDecoder, unsupported
 from generate.backends.packed import can_pack, pack_linears
 from generate.backends.prefix import greedy_with_prefix
 from generate.common.errors import UsageError
-from generate.common.machine import cpu_has
+from generate.common.machine import cpu_has, memory_bytes
 
 log = logging.getLogger(__name__)
 
@@ -27,6 +27,15 @@ log = logging.getLogger(__name__)
 def cpu_supports_bf16() -> bool:
     """bf16 matmuls are fast only with native support (AVX512-BF16 / AMX); else use fp32."""
     return cpu_has("avx512_bf16") or cpu_has("amx_bf16")
+
+
+def store_budget(device: str) -> int:
+    """Bytes of keys and values the prefix store may keep: 30% of the machine's memory on a CPU, 2 GiB
+    on an accelerator (or where the memory is unknown). A round of `make benchmark-full` carries 96
+    conversations to the next, ~44 MB each after round two: 4.2 GB, which 2 GiB could not hold, so
+    half of round three re-encoded its ~1,900-token histories."""
+    total = memory_bytes() if device == "cpu" else None
+    return int(0.3 * total) if total else 2 << 30
 
 
 def pick_dtype(dtype: str, device: str) -> torch.dtype:
@@ -64,8 +73,8 @@ class HFBackend(Backend):
         if engine not in ENGINES:
             raise UsageError(f"unknown hf engine {engine!r}; choose one of: {', '.join(ENGINES)}")
         self.engine = engine
-        self.store = PrefixStore()  # encoded sequences later prompts start with (fast engine)
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.store = PrefixStore(store_budget(self.device))  # sequences later prompts start with (fast engine)
         self.dtype = pick_dtype(dtype, self.device)
         try:
             self.tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")

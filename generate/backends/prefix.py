@@ -20,7 +20,7 @@ from functools import partial
 import torch
 from transformers import DynamicCache
 
-from generate.backends.decode import PrefixStore, RoomyCache, _chunks, hf_step
+from generate.backends.decode import NOTHING, PrefixStore, RoomyCache, _chunks, hf_step
 
 MIN_SHARED = 32  # a shorter common prefix is not worth a separate prefill
 
@@ -109,7 +109,7 @@ def _length(kv: list[tuple[torch.Tensor, torch.Tensor]] | None) -> int:
 def _encode_prefix(lm, prefix: list[int], store: PrefixStore | None) -> list[tuple[torch.Tensor, torch.Tensor]]:
     """The per-layer (H, T, D) keys and values of a shared prefix; a prefix the store holds whole
     costs no forward pass, one it holds in part only the rest."""
-    used, kv = store.lookup(prefix, whole=True) if store is not None else (0, None)
+    used, kv, _ = store.lookup(prefix, whole=True) if store is not None else NOTHING
     if used == len(prefix):
         return kv
     past = DynamicCache(ddp_cache_data=[(k[None].to(lm.device), v[None].to(lm.device)) for k, v in kv]) if kv else None

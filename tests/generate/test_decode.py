@@ -47,13 +47,43 @@ def test_the_store_returns_the_longest_common_prefix_and_keeps_its_budget():
     base = list(range(100))
     store.add(base + [7, 7, 7], kv(103))
     store.add(base + [8] * 20, kv(120))
-    n, got = store.lookup(base + [8] * 10 + [9])
+    n, got, _ = store.lookup(base + [8] * 10 + [9])
     assert n == 110 and got[0][0].shape == (1, 110, 2)
     assert store.lookup(base + [8] * 20)[0] == 119  # an exact repeat keeps one token of its own
     assert store.lookup(list(range(1, 200)))[0] == 0  # other first tokens: no candidate
     store.add(list(range(500, 1000)), kv(500))  # over budget: the least recently used entry goes
     assert store.size <= 10_000 and len(store.entries) == 2
     assert store.lookup(base + [7, 7, 7, 7])[0] == 100  # only the shared base, from the [8] entry
+
+
+def test_a_wide_round_keeps_the_histories_its_next_batch_reuses():
+    """Round three of a wide run: batch A's conversations reuse their round-two histories and store
+    their continuations, then batch B reuses its own. Least-recently-used eviction alone pushed out
+    B's histories (untouched since round two) and kept A's, which A had just moved past."""
+    kv = lambda n: [(torch.zeros(1, n, 2), torch.ones(1, n, 2))]  # noqa: E731 - 16 bytes a token
+    history = {name: [i * 1000 + t for t in range(100)] for i, name in enumerate(("a1", "a2", "b1", "b2"))}
+    store = PrefixStore(budget_bytes=10_000)
+    for tokens in history.values():
+        store.add(tokens, kv(100))  # round two's entries: 4 x 1,600 bytes
+    for name in ("a1", "a2"):  # batch A: the prompt re-renders the last 10 tokens of the reply
+        prompt = history[name][:90] + [7] * 40
+        got = store.lookup(prompt)
+        assert got.tokens == 90 and got.key == tuple(history[name])
+        store.add(prompt + [8] * 20, kv(150), supersedes=got.key)  # 2,400 bytes: over budget
+    assert store.size <= 10_000
+    for name in ("b1", "b2"):
+        assert store.lookup(history[name] + [9]).tokens == 100  # batch B still finds its histories
+
+
+def test_an_entry_held_whole_by_its_continuation_goes_at_once():
+    kv = lambda n: [(torch.zeros(1, n, 2), torch.ones(1, n, 2))]  # noqa: E731
+    store = PrefixStore(budget_bytes=1 << 20)
+    first = list(range(100))
+    store.add(first, kv(100))
+    got = store.lookup(first + [5])
+    store.add(first + [5, 6], kv(102), supersedes=got.key)
+    assert list(store.entries) == [tuple(first + [5, 6])] and store.size == 102 * 16
+    assert store.lookup(first + [1]).tokens == 100  # what the old entry served, the new one serves
 
 
 @pytest.mark.slow
@@ -184,7 +214,8 @@ def test_a_prefix_shared_within_a_batch_is_encoded_once_and_changes_no_token(fp3
     store, stop = PrefixStore(), {tok.eos_token_id}
     kwargs = {"max_new_tokens": 10, "temperature": 0.9, "top_p": 0.9, "pad_id": tok.eos_token_id, "stop_ids": stop}
     together = sample_batch(lm, prompts, seeds=[1, 2, 3], store=store, **kwargs)
-    assert tuple(prompts[0][:shared]) in store.entries
+    # Stored, then superseded by the rows' own entries, which hold it whole.
+    assert any(key[:shared] == tuple(prompts[0][:shared]) for key in store.entries)
     assert store.hits == 2 and store.reused_tokens == 2 * shared
     alone = [sample_batch(lm, [p], seeds=[s], **kwargs)[0] for p, s in zip(prompts, [1, 2, 3])]
     assert together == alone

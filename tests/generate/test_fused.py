@@ -101,7 +101,7 @@ def test_fused_steps_are_as_close_to_fp32_as_the_models_own_bf16_forward(fast_ba
     transformers' bf16 forward does (over the 50 most likely tokens)."""
     from transformers import AutoModelForCausalLM
 
-    from generate.backends.decode import _prefill, hf_step
+    from generate.backends.decode import NOTHING, _prefill, hf_step
     from generate.backends.embedded import smollm2_dir
 
     lm, step = fast_backend.lm, fast_backend.decoder
@@ -110,7 +110,7 @@ def test_fused_steps_are_as_close_to_fp32_as_the_models_own_bf16_forward(fast_ba
     prompts = [torch.randint(100, 40000, (n,), generator=gen).tolist() for n in (90, 61, 75)]  # left padding
     width = max(map(len, prompts))
     with torch.inference_mode():
-        caches = [_prefill(model, prompts, [(0, None)] * 3, 0, 8)[0] for model in (lm, lm, fp32)]
+        caches = [_prefill(model, prompts, [NOTHING] * 3, 0, 8)[0] for model in (lm, lm, fp32)]
         mask = torch.tensor([[c >= width - len(p) for c in range(width)] for p in prompts])
         positions = torch.tensor([len(p) for p in prompts])
         identical = 0
@@ -143,7 +143,7 @@ def test_fused_prefill_is_as_close_to_fp32_as_the_models_own_bf16_forward(fast_b
     (the masked and the causal path), against transformers' bf16 and fp32 forwards."""
     from transformers import AutoModelForCausalLM
 
-    from generate.backends.decode import _prefill, hf_encode
+    from generate.backends.decode import NOTHING, Reuse, _prefill, hf_encode
     from generate.backends.embedded import smollm2_dir
 
     lm, fused = fast_backend.lm, fast_backend.decoder
@@ -154,10 +154,10 @@ def test_fused_prefill_is_as_close_to_fp32_as_the_models_own_bf16_forward(fast_b
     with torch.inference_mode():
         runs = []
         for model, encode in ((lm, fused.encode), (lm, partial(hf_encode, lm)), (fp32, partial(hf_encode, fp32))):
-            reuse = [(0, None)] * 3
+            reuse = [NOTHING] * 3
             if reused:
-                head, _ = _prefill(model, [base + [5]], [(0, None)], 0, 0)
-                reuse = [(70, [(layer.keys[0, :, :70], layer.values[0, :, :70]) for layer in head.layers])] * 3
+                head, _ = _prefill(model, [base + [5]], [NOTHING], 0, 0)
+                reuse = [Reuse(70, [(layer.keys[0, :, :70], layer.values[0, :, :70]) for layer in head.layers])] * 3
             runs.append(_prefill(model, prompts, reuse, 0, 4, encode))
     (ours, our_logits), (theirs, their_logits), (_, exact) = runs
     assert torch.equal(our_logits.argmax(-1), their_logits.argmax(-1))
