@@ -18,7 +18,8 @@ layer is nine calls:
 The sampled path's prefill goes through the same layers (`encode`; attention by our prefill kernel,
 `csrc/prefill_attention.cpp`, where the CPU has AVX512_BF16, else transformers' SDPA): prefill is
 compute-bound, but its small ops were still 14-18% of a pass; the judge's greedy
-prefill (`prefix.py`) and teacher-forced scoring keep transformers' forward. Logits equal the
+prefill (`prefix.py`) and teacher-forced scoring keep transformers' forward (their attention reaches
+the same kernel through `attention.decode_attention_forward`). Logits equal the
 model's own forward up to the order of fp32 sums, and where that rounds a value the other way
 they stray no further from an fp32 reference than transformers' bf16 forward does
 (`tests/generate/test_fused.py`).
