@@ -33,7 +33,10 @@ log = logging.getLogger(__name__)
 NAME = "scifi_decode"  # the attention implementation's name in transformers' registries
 SOURCES = [Path(__file__).with_name("csrc") / name
            for name in ("decode_ops.cpp", "decode_attention.cpp", "prefill_attention.cpp")]
-FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma"]
+# -fopenmp: `at::parallel_for` splits work over threads only where the extension is compiled with
+# OpenMP (torch's own runtime, libgomp, already loaded, is the one it then uses); without it every
+# kernel here ran on one core whatever `torch.get_num_threads()` said.
+FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-fopenmp"]
 SHAPES = {"groups": (1, 2, 3, 4, 6, 8), "head_dim": (64, 128)}  # what the kernel is compiled for
 STALE_LOCK_S = 600  # a build takes ~35 s; an older lock was left by a build that was killed
 
@@ -74,7 +77,7 @@ def kernel():
         path = build_dir()
         _clear_stale_lock(path)
         return load("scifi_decode_kernels", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS,
-                    build_directory=str(path), verbose=False)
+                    extra_ldflags=["-fopenmp"], build_directory=str(path), verbose=False)
     except Exception as exc:  # noqa: BLE001 (no compiler, no ninja, a failed build: SDPA still works)
         log.warning("decode attention: cannot build %s (%s); decode steps use SDPA", SOURCES[0].parent,
                     str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__)

@@ -51,6 +51,21 @@ def test_without_a_mask_every_column_counts():
     assert torch.allclose(ours.float(), sdpa.float(), atol=2e-2)
 
 
+@needs_kernel
+def test_the_kernels_split_their_work_over_torchs_threads():
+    # Built without OpenMP, `at::parallel_for` runs its whole range on the calling thread: until
+    # this was checked, every kernel of the extension used one core of two (decode attention at
+    # 23 GB/s of 46, prefill attention at 135 GFLOPS of ~260).
+    before = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert kernel().parallel_threads() == 2
+        torch.set_num_threads(1)
+        assert kernel().parallel_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
 @pytest.mark.parametrize("case", ["prefill", "float32", "odd_head_dim"])
 def test_everything_but_one_bf16_token_goes_to_sdpa_unchanged(case):
     kwargs = {"prefill": {"q_len": 5}, "float32": {"dtype": torch.float32}, "odd_head_dim": {"dim": 80}}[case]

@@ -7,13 +7,20 @@
 // Every intermediate is rounded to bf16 where transformers' bf16 ops round it, so results match
 // the model's own forward to the last bit except where fp32 sums are taken in another order.
 //
-// Tensors are bf16, on CPU; rows (B) are contiguous unless said otherwise.
+// Tensors are bf16, on CPU; rows (B) are contiguous unless said otherwise. Rows are independent, so
+// a prefill pass (thousands of rows) splits them over the threads; a decode step's few dozen rows
+// stay on one (each op is tens of microseconds there, about what starting the threads costs).
 #include "simd.h"
 
+#include <ATen/Parallel.h>
+
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
 namespace {
+
+constexpr int64_t ROWS_PER_TASK = 64;  // ~20 us of a norm or rotary row's work: threads pay off past it
 
 void check(const torch::Tensor& t, const char* name) {
   TORCH_CHECK(t.scalar_type() == at::kBFloat16 && t.device().is_cpu(), name, " must be a bf16 CPU tensor");
@@ -56,9 +63,11 @@ torch::Tensor rms_norm(torch::Tensor x, torch::Tensor w, double eps) {
   auto xc = x.contiguous();
   auto out = torch::empty_like(xc);
   const int64_t B = xc.size(0), H = xc.size(1);
-  for (int64_t b = 0; b < B; ++b)
-    norm_row(xc.data_ptr<at::BFloat16>() + b * H, w.data_ptr<at::BFloat16>(), out.data_ptr<at::BFloat16>() + b * H, H,
-             float(eps));
+  at::parallel_for(0, B, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b)
+      norm_row(xc.data_ptr<at::BFloat16>() + b * H, w.data_ptr<at::BFloat16>(), out.data_ptr<at::BFloat16>() + b * H,
+               H, float(eps));
+  });
   return out;
 }
 
@@ -71,13 +80,15 @@ torch::Tensor add_rms_norm(torch::Tensor x, torch::Tensor r, torch::Tensor w, do
   const int64_t B = x.size(0), H = x.size(1);
   auto* xp = x.data_ptr<at::BFloat16>();
   const auto* rp = rc.data_ptr<at::BFloat16>();
-  for (int64_t b = 0; b < B; ++b) {
-    at::BFloat16* row = xp + b * H;
-    int64_t i = 0;
-    for (; i + 16 <= H; i += 16) store_bf16(row + i, _mm512_add_ps(load_bf16(row + i), load_bf16(rp + b * H + i)));
-    if (i < H) store_bf16(row + i, _mm512_add_ps(load_bf16(row + i, H - i), load_bf16(rp + b * H + i, H - i)), H - i);
-    norm_row(row, w.data_ptr<at::BFloat16>(), out.data_ptr<at::BFloat16>() + b * H, H, float(eps));
-  }
+  at::parallel_for(0, B, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      at::BFloat16* row = xp + b * H;
+      int64_t i = 0;
+      for (; i + 16 <= H; i += 16) store_bf16(row + i, _mm512_add_ps(load_bf16(row + i), load_bf16(rp + b * H + i)));
+      if (i < H) store_bf16(row + i, _mm512_add_ps(load_bf16(row + i, H - i), load_bf16(rp + b * H + i, H - i)), H - i);
+      norm_row(row, w.data_ptr<at::BFloat16>(), out.data_ptr<at::BFloat16>() + b * H, H, float(eps));
+    }
+  });
   return out;
 }
 
@@ -94,17 +105,20 @@ torch::Tensor rope_store(torch::Tensor qkv, torch::Tensor cos, torch::Tensor sin
   auto q = torch::empty({B, q_heads, D}, qkv.options());
   const auto* in = qc.data_ptr<at::BFloat16>();
   auto *kp = k_cache.data_ptr<at::BFloat16>(), *vp = v_cache.data_ptr<at::BFloat16>();
-  for (int64_t b = 0; b < B; ++b) {
-    const at::BFloat16* row = in + b * qc.size(1);
-    const at::BFloat16 *c = cc.data_ptr<at::BFloat16>() + b * D, *s = sc.data_ptr<at::BFloat16>() + b * D;
-    for (int64_t h = 0; h < q_heads; ++h) rotate_head(row + h * D, c, s, q.data_ptr<at::BFloat16>() + (b * q_heads + h) * D, D);
-    for (int64_t h = 0; h < kv_heads; ++h) {
-      rotate_head(row + (q_heads + h) * D, c, s,
-                  kp + b * k_cache.stride(0) + h * k_cache.stride(1) + col * k_cache.stride(2), D);
-      std::memcpy(vp + b * v_cache.stride(0) + h * v_cache.stride(1) + col * v_cache.stride(2),
-                  row + (q_heads + kv_heads + h) * D, D * sizeof(at::BFloat16));
+  at::parallel_for(0, B, ROWS_PER_TASK, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const at::BFloat16* row = in + b * qc.size(1);
+      const at::BFloat16 *c = cc.data_ptr<at::BFloat16>() + b * D, *s = sc.data_ptr<at::BFloat16>() + b * D;
+      for (int64_t h = 0; h < q_heads; ++h)
+        rotate_head(row + h * D, c, s, q.data_ptr<at::BFloat16>() + (b * q_heads + h) * D, D);
+      for (int64_t h = 0; h < kv_heads; ++h) {
+        rotate_head(row + (q_heads + h) * D, c, s,
+                    kp + b * k_cache.stride(0) + h * k_cache.stride(1) + col * k_cache.stride(2), D);
+        std::memcpy(vp + b * v_cache.stride(0) + h * v_cache.stride(1) + col * v_cache.stride(2),
+                    row + (q_heads + kv_heads + h) * D, D * sizeof(at::BFloat16));
+      }
     }
-  }
+  });
   return q;
 }
 
@@ -116,20 +130,31 @@ torch::Tensor silu_mul(torch::Tensor gu) {
   TORCH_CHECK(I % 16 == 0, "silu_mul: width must be a multiple of 32");
   auto out = torch::empty({B, I}, gc.options());
   const __m512 one = _mm512_set1_ps(1.f);
-  for (int64_t b = 0; b < B; ++b) {
-    const at::BFloat16 *g = gc.data_ptr<at::BFloat16>() + b * 2 * I, *u = g + I;
-    at::BFloat16* o = out.data_ptr<at::BFloat16>() + b * I;
-    for (int64_t i = 0; i < I; i += 16) {
-      const __m512 x = load_bf16(g + i);
-      // x / (1 + exp(-x)) from e = exp(-|x|) <= 1, never overflowing: x / (1 + e) for x >= 0 (as
-      // PyTorch computes it), x e / (1 + e) below.
-      const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
-      const __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), one, e);
-      const __m512 silu = round_bf16(_mm512_div_ps(_mm512_mul_ps(x, num), _mm512_add_ps(one, e)));
-      store_bf16(o + i, _mm512_mul_ps(silu, load_bf16(u + i)));
+  // A row here is ~1 us of work (exp and a division per lane), so a quarter of the grain of the others.
+  at::parallel_for(0, B, ROWS_PER_TASK / 4, [&](int64_t begin, int64_t end) {
+    for (int64_t b = begin; b < end; ++b) {
+      const at::BFloat16 *g = gc.data_ptr<at::BFloat16>() + b * 2 * I, *u = g + I;
+      at::BFloat16* o = out.data_ptr<at::BFloat16>() + b * I;
+      for (int64_t i = 0; i < I; i += 16) {
+        const __m512 x = load_bf16(g + i);
+        // x / (1 + exp(-x)) from e = exp(-|x|) <= 1, never overflowing: x / (1 + e) for x >= 0 (as
+        // PyTorch computes it), x e / (1 + e) below.
+        const __m512 e = exp512(_mm512_sub_ps(_mm512_setzero_ps(), _mm512_abs_ps(x)));
+        const __m512 num = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ), one, e);
+        const __m512 silu = round_bf16(_mm512_div_ps(_mm512_mul_ps(x, num), _mm512_add_ps(one, e)));
+        store_bf16(o + i, _mm512_mul_ps(silu, load_bf16(u + i)));
+      }
     }
-  }
+  });
   return out;
+}
+
+// How many threads `at::parallel_for` runs this extension's kernels on: torch's thread count where
+// the extension was compiled with OpenMP, 1 where it was not (then every kernel here runs serially).
+int64_t parallel_threads() {
+  std::atomic<uint64_t> seen{0};
+  at::parallel_for(0, 64, 1, [&](int64_t, int64_t) { seen |= uint64_t(1) << (at::get_thread_num() % 64); });
+  return __builtin_popcountll(seen.load());
 }
 
 torch::Tensor decode_attention(torch::Tensor q, torch::Tensor k, torch::Tensor v, torch::Tensor mask, double scale);
@@ -142,4 +167,5 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("add_rms_norm", &add_rms_norm);
   m.def("rope_store", &rope_store);
   m.def("silu_mul", &silu_mul);
+  m.def("parallel_threads", &parallel_threads);
 }
