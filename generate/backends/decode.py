@@ -21,14 +21,19 @@ Measured on this 2-core CPU with SmolLM2-135M at batch 48 (`scripts/bench_engine
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict, defaultdict
 from functools import partial
 from itertools import pairwise
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import torch
 from transformers import DynamicCache
 from transformers.cache_utils import Cache, DynamicLayer
+
+from generate.common.machine import available_bytes, release_free_memory
+
+log = logging.getLogger(__name__)
 
 NUCLEUS_K = 256  # candidates read per row before falling back to a full sort
 
@@ -107,16 +112,30 @@ class PrefixStore:
     benchmark-full`'s width (96 conversations a round, ~44 MB of keys and values each by round
     two), the first batch's new entries pushed out the histories the second batch was about to
     reuse, while the histories the first batch had just consumed stayed.
+
+    The budget bounds what the store counts, not what the process holds: the decode cache of the
+    next batch (3.6 GB at 48 rows over 2,900 columns), the judge and the heap's freed but still
+    resident pages all come on top. `reserve_bytes` is the memory the machine must keep available
+    (MemAvailable): when an `add` leaves less, entries go, least recently used first, and freed heap
+    pages are handed back to the OS, until it is met or the store is empty. A benchmark process
+    (single, teacher and their evaluations, then Debate) was killed for memory in Debate's third
+    round at 24.4 GB resident on a 23 GiB machine, the store within its 7 GB: most of the rest was
+    freed heap pages, which `HFBackend` now hands back after every batch; the reserve is the floor
+    under whatever else grows.
     """
 
     BUCKET = 64  # sequences are looked up by their first tokens (past the shared system prompt)
 
-    def __init__(self, budget_bytes: int = 2 << 30):
+    def __init__(self, budget_bytes: int = 2 << 30, reserve_bytes: int = 0,
+                 available: Callable[[], int | None] = available_bytes):
         self.budget = budget_bytes
+        self.reserve = reserve_bytes
+        self.available = available
         self.size = 0
         self.entries: OrderedDict[tuple[int, ...], list[tuple[torch.Tensor, torch.Tensor]]] = OrderedDict()
         self.buckets: dict[tuple[int, ...], set[tuple[int, ...]]] = defaultdict(set)
         self.hits = self.reused_tokens = 0
+        self.relieved = 0  # entries dropped because the machine ran short of memory
 
     def add(self, tokens: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]],
             supersedes: tuple[int, ...] | None = None) -> None:
@@ -139,6 +158,28 @@ class PrefixStore:
                 self.entries.move_to_end(supersedes, last=False)
         while self.size > self.budget and self.entries:
             self._drop(next(iter(self.entries)))
+        if self.reserve:
+            self._relieve()
+
+    def _relieve(self) -> None:
+        """Drop entries, least recently used first, while the machine has less than `reserve`
+        bytes available; each round drops the shortfall (at least an eighth of the store), then
+        trims the heap so the freed pages count."""
+        free = self.available()
+        if free is None or free >= self.reserve or not self.entries:
+            return
+        before = len(self.entries)
+        while self.entries and free is not None and free < self.reserve:
+            goal = self.size - max(self.reserve - free, self.size // 8)
+            while self.entries and self.size > goal:
+                self._drop(next(iter(self.entries)))
+            release_free_memory()
+            free = self.available()
+        if not self.relieved:
+            log.warning("prefix store: the machine is short of memory (%.1f GiB available, %.1f GiB kept in "
+                        "reserve); dropping cached prefixes, least recently used first",
+                        (free or 0) / 2**30, self.reserve / 2**30)
+        self.relieved += before - len(self.entries)
 
     def _drop(self, key: tuple[int, ...]) -> None:
         self.buckets[key[:self.BUCKET]].discard(key)

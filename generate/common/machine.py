@@ -75,3 +75,39 @@ def memory_bytes() -> int | None:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (AttributeError, ValueError, OSError):
         return None
+
+
+def available_bytes() -> int | None:
+    """Memory the kernel says a process could still take without swapping (MemAvailable), in bytes;
+    None where the OS does not say (not Linux)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def release_free_memory() -> None:
+    """Hand the pages of freed heap memory back to the OS (glibc's `malloc_trim`; a no-op elsewhere).
+
+    Tensors below glibc's mmap threshold (up to 32 MB once large blocks have been freed) live on
+    the heap, and freeing them keeps the pages resident: a cache that drops thousands of such
+    tensors frees nothing the machine can see until the heap is trimmed."""
+    libc = _libc()
+    if libc is not None:
+        libc.malloc_trim(0)
+
+
+@cache
+def _libc():
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None

@@ -86,6 +86,30 @@ def test_an_entry_held_whole_by_its_continuation_goes_at_once():
     assert store.lookup(first + [1]).tokens == 100  # what the old entry served, the new one serves
 
 
+def test_a_machine_short_of_memory_makes_the_store_drop_its_oldest_entries():
+    """The budget bounds what the store counts; the machine can still run short (the next batch's
+    decode cache, the heap's freed pages). Below the reserve, entries go, least recently used first,
+    until the machine has it again; with memory to spare, nothing goes."""
+    kv = lambda n: [(torch.zeros(1, n, 2), torch.ones(1, n, 2))]  # noqa: E731 - 16 bytes a token
+    other = {"bytes": 0}  # what the rest of the process holds
+    machine = 10_000  # bytes of memory, of which the store's entries and `other` take their share
+    store = PrefixStore(budget_bytes=1 << 20, reserve_bytes=4_000,
+                        available=lambda: machine - store.size - other["bytes"])
+    entries = [[i * 1000 + t for t in range(100)] for i in range(4)]
+    for tokens in entries:
+        store.add(tokens, kv(100))  # 4 x 1,600 bytes: 3,600 left, under the reserve
+    assert [k[0] for k in store.entries] == [1000, 2000, 3000]  # the oldest went, budget or not
+    assert store.relieved == 1
+    store.lookup(entries[1] + [5])  # entry 1 is now the most recently used
+    other["bytes"] = 2_000  # the process takes more memory
+    store.add(list(range(9000, 9100)), kv(100))
+    assert machine - store.size - other["bytes"] >= 4_000
+    assert [k[0] for k in store.entries] == [1000, 9000]  # 2 and 3 went; 1 was used since
+    unbounded = PrefixStore(budget_bytes=1 << 20, available=lambda: 0)  # no reserve: never checked
+    unbounded.add(entries[0], kv(100))
+    assert len(unbounded.entries) == 1
+
+
 @pytest.mark.slow
 def test_reused_prefixes_give_the_same_tokens_as_recomputing_them():
     """A debate-like second round (history + reply + a new turn) through the real model in float32:
