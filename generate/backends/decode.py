@@ -168,7 +168,7 @@ class PrefixStore:
         free = self.available()
         if free is None or free >= self.reserve or not self.entries:
             return
-        before = len(self.entries)
+        before, short = len(self.entries), free
         while self.entries and free is not None and free < self.reserve:
             goal = self.size - max(self.reserve - free, self.size // 8)
             while self.entries and self.size > goal:
@@ -178,7 +178,7 @@ class PrefixStore:
         if not self.relieved:
             log.warning("prefix store: the machine is short of memory (%.1f GiB available, %.1f GiB kept in "
                         "reserve); dropping cached prefixes, least recently used first",
-                        (free or 0) / 2**30, self.reserve / 2**30)
+                        short / 2**30, self.reserve / 2**30)
         self.relieved += before - len(self.entries)
 
     def _drop(self, key: tuple[int, ...]) -> None:
