@@ -134,7 +134,7 @@ class Evaluator:
         scores = self.out / "scores.jsonl"
         repair_jsonl(scores)
         done = {r["story_id"] for r in read_jsonl(scores)}
-        groups = _prompt_groups(stories)
+        groups = prompt_groups(stories)
         todo = [g for g in groups if any(s["story_id"] not in done for s in g)]
         log.info("%d stories in %d prompt groups, %d already scored, %d to score", len(stories), len(groups),
                  sum(s["story_id"] in done for s in stories), sum(s["story_id"] not in done for s in stories))
@@ -142,7 +142,7 @@ class Evaluator:
             _check_provenance(self.out, self.provenance())
             self._write_manifest(stories)
         before = {spec: m.stats.copy() for spec, m in self._models.items()}
-        for chunk in tqdm(_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
+        for chunk in tqdm(group_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
                           disable=len(todo) <= 1):
             append_jsonl(scores, self._score_chunk(chunk, done))
         if todo:  # what the faults of this invocation cost, per model and cause, and where its time went
@@ -294,14 +294,19 @@ class Evaluator:
                        templates=templates, extra=extra)
 
 
-def _prompt_groups(stories: list[dict]) -> list[list[dict]]:
+def prompt_groups(stories: list[dict]) -> list[list[dict]]:
+    """The stories of each (framework, prompt), in order: scored in the same chunk, so the
+    per-prompt metrics (homogenization) see all of a prompt's stories."""
     groups: dict[tuple[str, str], list[dict]] = {}
     for s in stories:
         groups.setdefault((s["framework"], s["prompt_id"]), []).append(s)
     return list(groups.values())
 
 
-def _chunks(groups: list[list[dict]], size: int) -> list[list[list[dict]]]:
+def group_chunks(groups: list[list[dict]], size: int) -> list[list[list[dict]]]:
+    """Whole groups packed in order into chunks of at most `size` stories (one larger group alone).
+    A chunk is scored in one pass, and which stories share a pass moves a bf16 score by float
+    noise (up to ~0.1 of an expected judge score), so `scripts/device_check.py` re-forms them."""
     chunks, current, n = [], [], 0
     for g in groups:
         if current and n + len(g) > size:

@@ -36,21 +36,23 @@ from generate.backends.packed import can_pack, linear, pack
 
 
 def unsupported(lm) -> str | None:
-    """Why `lm` cannot take the fused step, or None when it can."""
+    """Why `lm` cannot take the fused step, or None when it can. The checks run in order and stop
+    at the first that fails: the last builds the CPU kernel, which a model on a GPU must not wait for."""
     cfg = lm.config
     checks = {
-        "model type is not llama": cfg.model_type != "llama",
-        "not bf16 on a CPU with oneDNN": not can_pack(lm.dtype, str(lm.device)),
-        "biased projections": bool(getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False)),
-        "activation is not silu": getattr(cfg, "hidden_act", None) != "silu",
-        "tensor-parallel pretraining slices": (getattr(cfg, "pretraining_tp", 1) or 1) != 1,
-        "head shape outside the kernel's": (getattr(cfg, "head_dim", None) not in SHAPES["head_dim"]
-                                            or cfg.num_attention_heads % cfg.num_key_value_heads
-                                            or cfg.num_attention_heads // cfg.num_key_value_heads not in SHAPES["groups"]),
-        "intermediate size not a multiple of 16": cfg.intermediate_size % 16 != 0,
-        "no decode kernel on this machine": kernel() is None,
+        "model type is not llama": lambda: cfg.model_type != "llama",
+        "not bf16 on a CPU with oneDNN": lambda: not can_pack(lm.dtype, str(lm.device)),
+        "biased projections": lambda: bool(getattr(cfg, "attention_bias", False) or getattr(cfg, "mlp_bias", False)),
+        "activation is not silu": lambda: getattr(cfg, "hidden_act", None) != "silu",
+        "tensor-parallel pretraining slices": lambda: (getattr(cfg, "pretraining_tp", 1) or 1) != 1,
+        "head shape outside the kernel's": lambda: (
+            getattr(cfg, "head_dim", None) not in SHAPES["head_dim"]
+            or cfg.num_attention_heads % cfg.num_key_value_heads
+            or cfg.num_attention_heads // cfg.num_key_value_heads not in SHAPES["groups"]),
+        "intermediate size not a multiple of 16": lambda: cfg.intermediate_size % 16 != 0,
+        "no decode kernel on this machine": lambda: kernel() is None,
     }
-    return next((why for why, bad in checks.items() if bad), None)
+    return next((why for why, bad in checks.items() if bad()), None)
 
 
 class FusedDecoder:

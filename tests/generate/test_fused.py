@@ -92,6 +92,22 @@ def test_fast_engine_takes_the_fused_step_only_where_it_applies(fast_backend):
     assert why(head_dim=80) == "head shape outside the kernel's"
 
 
+def test_a_model_the_step_cannot_take_never_builds_the_kernel(monkeypatch):
+    """On a GPU (here: float32, which fails the same check) the reason comes before the CPU
+    kernel is built: that build took a CUDA machine's process a minute for nothing."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from generate.backends import fused
+
+    def build():
+        raise AssertionError("the kernel was built")
+
+    monkeypatch.setattr(fused, "kernel", build)
+    config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=1, num_key_value_heads=1, head_dim=64)
+    assert fused.unsupported(LlamaForCausalLM(config).float()) == "not bf16 on a CPU with oneDNN"
+
+
 @needs_kernel
 @pytest.mark.slow
 def test_fused_steps_are_as_close_to_fp32_as_the_models_own_bf16_forward(fast_backend):

@@ -53,6 +53,14 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
     for fw, text in scores.items():
         assert (out / fw / "eval" / "scores.jsonl").read_text() == text
 
+    # Re-scored in the evaluation's own chunks and batch width, on the machine that evaluated them,
+    # every judge score and surprisal comes back the same (scripts/device_check.py's baseline).
+    check = load_script("device_check")
+    assert check.main(["--run", str(out / "review"), "--chunks", "0", "--out", str(tmp_path / "check")]) == 0
+    result = json.loads((tmp_path / "check" / "device_check.json").read_text())
+    assert result["stories"] == 3 and result["max_abs_diff"] == 0.0
+    assert result["agreement"]["concepts"]["n"] + result["agreement"]["concepts"]["missing_here"] == 3
+
     # Each framework is a run of its own: the benchmark's runs compare directly.
     compare = load_script("compare")
     assert compare.main(["--run", f"base={out / 'single'}", "--run", f"review={out / 'review'}",
