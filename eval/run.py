@@ -138,17 +138,23 @@ class Evaluator:
         todo = [g for g in groups if any(s["story_id"] not in done for s in g)]
         log.info("%d stories in %d prompt groups, %d already scored, %d to score", len(stories), len(groups),
                  sum(s["story_id"] in done for s in stories), sum(s["story_id"] not in done for s in stories))
+        carried: dict[str, float] = {}
         if todo:  # a run with nothing left to score keeps the manifest of the run that scored
             _check_provenance(self.out, self.provenance())
+            carried = _recorded_seconds(self.out) if done else {}
             self._write_manifest(stories)
+            update_manifest(self.out, {"seconds": _add_seconds(carried, self.timer.seconds())})
         before = {spec: m.stats.copy() for spec, m in self._models.items()}
         for chunk in tqdm(group_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
                           disable=len(todo) <= 1):
             append_jsonl(scores, self._score_chunk(chunk, done))
-        if todo:  # what the faults of this invocation cost, per model and cause, and where its time went
+            # Where the time went, kept after every chunk and added to what the earlier invocations
+            # of a resumed evaluation recorded: an interruption loses the chunk in flight, not the
+            # whole evaluation's account (the benchmark's table reads it).
+            update_manifest(self.out, {"seconds": _add_seconds(carried, self.timer.seconds())})
+        if todo:  # what the faults of this invocation cost, per model and cause
             update_manifest(self.out, {"reliability": {
-                spec: m.stats.since(before.get(spec, RetryStats())).to_json() for spec, m in self._models.items()},
-                "seconds": {k: round(v, 2) for k, v in self.timer.seconds().items()}})
+                spec: m.stats.since(before.get(spec, RetryStats())).to_json() for spec, m in self._models.items()}})
         write_reports(self.out, list(read_jsonl(scores)), self.catalog, (self.rubric.low, self.rubric.high))
         return self.out
 
@@ -292,6 +298,16 @@ class Evaluator:
         templates = {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
         write_manifest(self.out, kind="evaluation", config=asdict(self.cfg), seed=self.cfg.seed,
                        templates=templates, extra=extra)
+
+
+def _recorded_seconds(out: Path) -> dict[str, float]:
+    """The seconds an earlier invocation of this evaluation recorded in its manifest."""
+    path = out / "manifest.json"
+    return (json.loads(path.read_text(encoding="utf-8")).get("seconds") or {}) if path.is_file() else {}
+
+
+def _add_seconds(carried: dict[str, float], now: dict[str, float]) -> dict[str, float]:
+    return {k: round(carried.get(k, 0.0) + now.get(k, 0.0), 2) for k in sorted({*carried, *now})}
 
 
 def prompt_groups(stories: list[dict]) -> list[list[dict]]:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -50,24 +51,35 @@ def call_seed(run_seed: int, prompt_id: str, step: int, call: int, *, attempt: i
 
 
 class Journal:
+    """`calls.jsonl`: every completion a run received, by request key, with the seconds its engine
+    call took per request. A resumed run replays them, and `replayed_seconds` adds up what the
+    replayed calls cost when they were made, so the time a run reports is the time its stories
+    took across interruptions, not only the last invocation's."""
+
     def __init__(self, path: str | Path):
         self.path = Path(path)
         repair_jsonl(self.path)
         self._done = {r["key"]: r for r in read_jsonl(self.path)}
+        self.replayed_seconds = 0.0
 
     def get(self, key: str) -> Completion | None:
         row = self._done.get(key)
         if row is None:
             return None
+        self.replayed_seconds += row.get("seconds", 0.0)
         logprobs = row.get("logprobs")
         return Completion(text=row["text"], prompt_tokens=row["prompt_tokens"],
                           completion_tokens=row["completion_tokens"], finish_reason=row.get("finish_reason"),
                           logprobs=None if logprobs is None else [TokenLogprob(*t) for t in logprobs])
 
-    def add(self, keys: list[str], completions: list[Completion]) -> None:
+    def add(self, keys: list[str], completions: list[Completion], seconds: float | None = None) -> None:
+        """Journal completions; `seconds`: the engine time of each (its call's, shared equally)."""
         # A request refused by the backend (`error`, e.g. too long for the context) is no result:
         # it is not journaled, so a later run asks again.
         rows = [_row(k, c) for k, c in zip(keys, completions) if c.error is None]
+        if seconds is not None:
+            for row in rows:
+                row["seconds"] = round(seconds, 4)
         append_jsonl(self.path, rows)
         self._done.update({r["key"]: r for r in rows})
 
@@ -79,8 +91,15 @@ class Journal:
         results: list[Completion | None] = [self.get(k) for k in keys]
         missing = [i for i, r in enumerate(results) if r is None]
         if missing:
+            last = time.perf_counter()
+
             def save(idx: list[int], outs: list[Completion]) -> None:
-                self.add([keys[missing[i]] for i in idx], outs)
+                # The time since the previous engine call returned (or since asking), shared by this
+                # call's requests: the intervals add up to the wall time of the whole batch.
+                nonlocal last
+                now = time.perf_counter()
+                self.add([keys[missing[i]] for i in idx], outs, seconds=(now - last) / max(len(outs), 1))
+                last = now
 
             outs = model.generate([requests[i] for i in missing], desc=desc, on_done=save)
             for i, out in zip(missing, outs):

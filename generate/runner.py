@@ -265,7 +265,7 @@ class Runner:
         return stories
 
     def _run_chunk(self, chunk: list[Task], journal: Journal, failures: FailureLog) -> list[dict]:
-        t0 = time.perf_counter()
+        t0, replayed = time.perf_counter(), journal.replayed_seconds
         attempt = {t.id: failures.attempt(t.id) for t in chunk}
         gens = {t.id: self.framework(t, self.prompts, self.settings) for t in chunk}
         step_no = dict.fromkeys(gens, 0)
@@ -282,7 +282,9 @@ class Runner:
             return {tid: replies[tid] for tid in steps if tid not in blanks}
 
         finals = drive(gens, answer)
-        seconds = (time.perf_counter() - t0) / len(chunk)
+        # This invocation's wall time plus what the calls it replayed from the journal took when they
+        # were made: a chunk resumed after an interruption accounts for the work done before it.
+        seconds = (time.perf_counter() - t0 + journal.replayed_seconds - replayed) / len(chunk)
         return [rec for t in chunk if t.id in finals
                 for rec in self._records(t, finals[t.id], usage[t.id], seconds)]
 

@@ -128,6 +128,38 @@ def test_rerun_skips_scored_stories_and_resumes_a_partial_file(tmp_path, tiny_co
     assert len(fakes.judge.requests) == asked + 5 * 2 + 2  # one story: 5 aspects x 2 samples + 2 ethics re-asks
 
 
+def test_a_resumed_evaluation_adds_its_seconds_to_those_already_recorded(tmp_path, tiny_corpus, counting_embedder,
+                                                                         isolated_cache, monkeypatch) -> None:
+    """The benchmark's "where the time went" reads these seconds: an evaluation interrupted and
+    resumed must account for both invocations, and an interruption must not lose what the
+    finished chunks recorded."""
+    files = write_stories(tmp_path)
+    fakes = Fakes()
+    calls = []
+    score_chunk = Evaluator._score_chunk
+
+    def interrupted(self, chunk, done):
+        calls.append(len(chunk))
+        if len(calls) == 2:
+            raise KeyboardInterrupt  # the second chunk never finishes
+        return score_chunk(self, chunk, done)
+
+    monkeypatch.setattr(Evaluator, "_score_chunk", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        evaluate(files, tmp_path / "eval", fakes, counting_embedder, reference_dir=str(tiny_corpus), chunk_stories=1)
+    manifest = tmp_path / "eval" / "manifest.json"
+    first = json.loads(manifest.read_text())["seconds"]
+    assert {"judge", "metrics"} <= set(first) and len(rows(tmp_path / "eval")) == 2  # the first chunk: review's two
+
+    recorded = {**first, "judge": first["judge"] + 1000.0}  # as if the first invocation had been slow
+    manifest.write_text(json.dumps(json.loads(manifest.read_text()) | {"seconds": recorded}))
+    monkeypatch.setattr(Evaluator, "_score_chunk", score_chunk)
+    evaluate(files, tmp_path / "eval", fakes, counting_embedder, reference_dir=str(tiny_corpus), chunk_stories=1)
+    seconds = json.loads(manifest.read_text())["seconds"]
+    assert len(rows(tmp_path / "eval")) == 3
+    assert seconds["judge"] >= recorded["judge"] >= 1000 and seconds["metrics"] >= recorded["metrics"]
+
+
 def test_changed_settings_do_not_mix_into_an_old_evaluation(tmp_path, counting_embedder, isolated_cache) -> None:
     files = write_stories(tmp_path)
     out = evaluate(files, tmp_path / "eval", Fakes(), counting_embedder)
