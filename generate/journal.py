@@ -52,21 +52,23 @@ def call_seed(run_seed: int, prompt_id: str, step: int, call: int, *, attempt: i
 
 class Journal:
     """`calls.jsonl`: every completion a run received, by request key, with the seconds its engine
-    call took per request. A resumed run replays them, and `replayed_seconds` adds up what the
-    replayed calls cost when they were made, so the time a run reports is the time its stories
-    took across interruptions, not only the last invocation's."""
+    call took per request. A resumed run replays them, and `replayed` adds up what the replayed
+    calls cost when they were made (calls, prompt_tokens, completion_tokens, seconds), so the time
+    a run reports is the time its stories took across interruptions, not only the last
+    invocation's, and a phase's engine tokens leave the replayed ones out."""
 
     def __init__(self, path: str | Path):
         self.path = Path(path)
         repair_jsonl(self.path)
         self._done = {r["key"]: r for r in read_jsonl(self.path)}
-        self.replayed_seconds = 0.0
+        self.replayed: Counter[str] = Counter()
 
     def get(self, key: str) -> Completion | None:
         row = self._done.get(key)
         if row is None:
             return None
-        self.replayed_seconds += row.get("seconds", 0.0)
+        self.replayed.update(calls=1, prompt_tokens=row["prompt_tokens"] or 0,
+                             completion_tokens=row["completion_tokens"] or 0, seconds=row.get("seconds", 0.0))
         logprobs = row.get("logprobs")
         return Completion(text=row["text"], prompt_tokens=row["prompt_tokens"],
                           completion_tokens=row["completion_tokens"], finish_reason=row.get("finish_reason"),

@@ -41,6 +41,7 @@ from generate.datasets import Task, dataset_sha256, load_dataset, spread_over_as
 from generate.frameworks import Call, Settings, Step, get_framework
 from generate.journal import FailureLog, Journal, call_seed
 from generate.phases import drive
+from generate.phases_profile import PhaseProfile, recorded_phases
 from generate.prompts import PromptSet, load_prompts
 
 log = logging.getLogger(__name__)
@@ -242,12 +243,15 @@ class Runner:
                  len(self.tasks) - len(todo), len(todo))
         if todo:
             check_numerics(self.out, self.model.backend)
+        # Phase costs of the earlier invocations (the journal replays their calls), kept and added to.
+        carried = recorded_phases(self.out) if (self.out / "calls.jsonl").is_file() else {}
         write_manifest(self.out, kind="generation", config=asdict(self.cfg), seed=self.cfg.seed,
                        templates=self.prompts.texts(),
                        extra={"backend": self.model.backend.describe() if todo else None,
                               "n_prompts": len(self.tasks), "dataset_sha256": self.dataset_sha256,
-                              "prompts": self.prompt_sha256})
+                              "prompts": self.prompt_sha256, **({"phases": carried} if carried else {})})
         journal, failures = Journal(self.out / "calls.jsonl"), FailureLog(self.failed_path)
+        self.profile = PhaseProfile(self.model.backend.counters, lambda: journal.replayed, carried)
         self.failed = {}
         before = self.model.stats.copy() if todo else None
         size = max(1, self.cfg.chunk_prompts)
@@ -255,6 +259,7 @@ class Runner:
                           disable=len(todo) <= size):
             chunk = todo[start:start + size]
             append_jsonl(stories, self._run_chunk(chunk, journal, failures))
+            update_manifest(self.out, {"phases": self.profile.to_json()})
         if before is not None:  # what the faults of this invocation cost, by cause
             update_manifest(self.out, {"reliability": self.model.stats.since(before).to_json(),
                                        "peak_rss_gb": machine.peak_rss_gb()})
@@ -265,7 +270,7 @@ class Runner:
         return stories
 
     def _run_chunk(self, chunk: list[Task], journal: Journal, failures: FailureLog) -> list[dict]:
-        t0, replayed = time.perf_counter(), journal.replayed_seconds
+        t0, replayed = time.perf_counter(), journal.replayed["seconds"]
         attempt = {t.id: failures.attempt(t.id) for t in chunk}
         gens = {t.id: self.framework(t, self.prompts, self.settings) for t in chunk}
         step_no = dict.fromkeys(gens, 0)
@@ -284,7 +289,7 @@ class Runner:
         finals = drive(gens, answer)
         # This invocation's wall time plus what the calls it replayed from the journal took when they
         # were made: a chunk resumed after an interruption accounts for the work done before it.
-        seconds = (time.perf_counter() - t0 + journal.replayed_seconds - replayed) / len(chunk)
+        seconds = (time.perf_counter() - t0 + journal.replayed["seconds"] - replayed) / len(chunk)
         return [rec for t in chunk if t.id in finals
                 for rec in self._records(t, finals[t.id], usage[t.id], seconds)]
 
@@ -304,22 +309,24 @@ class Runner:
         texts: list[str] = [""] * len(calls)
         last: list[Completion] = [Completion(text="")] * len(calls)
         todo = list(range(len(calls)))
-        for reask in range(self.reasks + 1):
-            requests = [ChatRequest(calls[i][2].messages, self.params, seed=call_seed(
-                self.cfg.seed, calls[i][0], step_no[calls[i][0]], calls[i][1], attempt=attempt[calls[i][0]],
-                reask=reask)) for i in todo]
-            outs = self._complete(requests, journal, phase if not reask else f"{phase} re-ask {reask}")
-            for i, out in zip(todo, outs):
-                tid, _, call = calls[i]
-                usage[tid][call.agent].add(out)
-                texts[i], last[i] = clean_reply(call.role, out.text), out
-            # A request the backend refused (e.g. longer than the context) would be refused again.
-            todo = [i for i in todo if not texts[i] and last[i].error is None]
-            if not todo:
-                break
-            if reask < self.reasks:
-                log.warning("%s: %d repl%s blank after cleaning; asking again with new seeds", phase, len(todo),
-                            "y" if len(todo) == 1 else "ies")
+        with self.profile.phase(phase) as received:
+            for reask in range(self.reasks + 1):
+                requests = [ChatRequest(calls[i][2].messages, self.params, seed=call_seed(
+                    self.cfg.seed, calls[i][0], step_no[calls[i][0]], calls[i][1], attempt=attempt[calls[i][0]],
+                    reask=reask)) for i in todo]
+                outs = self._complete(requests, journal, phase if not reask else f"{phase} re-ask {reask}")
+                received += outs
+                for i, out in zip(todo, outs):
+                    tid, _, call = calls[i]
+                    usage[tid][call.agent].add(out)
+                    texts[i], last[i] = clean_reply(call.role, out.text), out
+                # A request the backend refused (e.g. longer than the context) would be refused again.
+                todo = [i for i in todo if not texts[i] and last[i].error is None]
+                if not todo:
+                    break
+                if reask < self.reasks:
+                    log.warning("%s: %d repl%s blank after cleaning; asking again with new seeds", phase, len(todo),
+                                "y" if len(todo) == 1 else "ies")
         replies: dict[str, list[str]] = defaultdict(list)
         blanks: dict[str, tuple[Call, Completion, int]] = {}
         for i, (tid, _, call) in enumerate(calls):

@@ -111,6 +111,11 @@ class Backend(abc.ABC):
         """What the manifest records about this backend (never credentials)."""
         return {"backend": type(self).__name__, "model": self.model}
 
+    def counters(self) -> dict[str, int]:
+        """Running totals of the engine's own work that a run reports per phase (e.g. prompt tokens
+        taken from a prefix cache); none by default."""
+        return {}
+
     def numerics(self) -> dict:
         """The `NUMERICS` fields of `describe`: results made with other values are not the same
         computation, so a run refuses to mix them (`numerics_change`)."""

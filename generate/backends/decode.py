@@ -136,6 +136,7 @@ class PrefixStore:
         self.buckets: dict[tuple[int, ...], set[tuple[int, ...]]] = defaultdict(set)
         self.hits = self.reused_tokens = 0
         self.relieved = 0  # entries dropped because the machine ran short of memory
+        self.evicted = 0  # entries dropped to stay within the budget
 
     def add(self, tokens: list[int], kv: list[tuple[torch.Tensor, torch.Tensor]],
             supersedes: tuple[int, ...] | None = None) -> None:
@@ -158,6 +159,7 @@ class PrefixStore:
                 self.entries.move_to_end(supersedes, last=False)
         while self.size > self.budget and self.entries:
             self._drop(next(iter(self.entries)))
+            self.evicted += 1
         if self.reserve:
             self._relieve()
 

@@ -109,6 +109,11 @@ class HFBackend(Backend):
                 "decode_attention": "kernel" if self.decode_kernel else "sdpa",
                 "decode_step": "fused" if self.decoder else "transformers"}
 
+    def counters(self) -> dict[str, int]:
+        st = self.store
+        return {"prefix_hits": st.hits, "prefix_reused_tokens": st.reused_tokens, "prefix_evicted": st.evicted,
+                "prefix_relieved": st.relieved}
+
     def render(self, req: ChatRequest) -> str:
         text = self.tokenizer.apply_chat_template(req.messages, add_generation_prompt=True, tokenize=False)
         return text + (req.prefill or "")

@@ -44,6 +44,11 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
     assert "Where the time went:" in md and "judge (min)" in md
     assert json.loads((out / "manifest.json").read_text())["config"]["frameworks"] == ["single", "review"]
     scores = {fw: (out / fw / "eval" / "scores.jsonl").read_text() for fw in ("single", "review")}
+    # Per-phase costs: the second review round asks about the same drafts as the first (the paper's
+    # variant), so the engine takes much of its prompts from the prefix store.
+    phases = json.loads((out / "review" / "manifest.json").read_text())["phases"]
+    assert list(phases)[:3] == ["compose", "review-1", "revise-1"] and phases["review-1"]["calls"] == 6
+    assert phases["review-2"]["reused_tokens"] > 0.5 * phases["review-2"]["prompt_tokens"]
 
     (out / "review" / "stories.jsonl").write_text("")  # as if interrupted before review's stories were saved
     assert bench.main(argv) == 0
