@@ -9,8 +9,10 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from contextlib import nullcontext
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from generate.backends.attention import use_decode_kernel
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
@@ -45,6 +47,19 @@ def store_reserve(device: str) -> int:
     whose memory the OS's MemAvailable does not describe."""
     total = memory_bytes() if device == "cpu" else None
     return total // 4 if total else 0
+
+
+def decode_sdpa_backends(device: str) -> list[SDPBackend] | None:
+    """The SDPA kernels our decode loops may use on `device` (None: torch's choice).
+
+    On CUDA, torch picks cuDNN's attention for our masked decode steps, and cuDNN builds a plan for
+    every new key length, that is at every step: profiled on an H200 (SmolLM2-135M, 32 rows, 30
+    layers), 2.4 ms of host time per call against 8 us on the GPU, 57% of the host's time. The
+    memory-efficient kernel takes the same masks without a plan per shape: a step took 27-38 ms
+    instead of 86 (32 prompts x 100 sampled tokens)."""
+    if not device.startswith("cuda"):
+        return None
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
 
 
 def pick_dtype(dtype: str, device: str) -> torch.dtype:
@@ -131,7 +146,10 @@ class HFBackend(Backend):
                                     f"{self.context_length:,} tokens") if i not in fits else None
                    for i, n in enumerate(lengths)]
         if fits:
-            for i, comp in zip(fits, self._generate_batch([texts[i] for i in fits], [requests[i] for i in fits])):
+            backends = decode_sdpa_backends(self.device)
+            with sdpa_kernel(backends) if backends else nullcontext():
+                done = self._generate_batch([texts[i] for i in fits], [requests[i] for i in fits])
+            for i, comp in zip(fits, done):
                 results[i] = comp
             if self.device == "cpu":
                 # A batch frees gigabytes of prefill temporaries and evicted store entries, tensors
