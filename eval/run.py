@@ -142,8 +142,7 @@ class Evaluator:
         if todo:  # a run with nothing left to score keeps the manifest of the run that scored
             _check_provenance(self.out, self.provenance())
             carried = _recorded_seconds(self.out) if done else {}
-            self._write_manifest(stories)
-            update_manifest(self.out, {"seconds": _add_seconds(carried, self.timer.seconds())})
+            self._write_manifest(stories, _add_seconds(carried, self.timer.seconds()))
         before = {spec: m.stats.copy() for spec, m in self._models.items()}
         for chunk in tqdm(group_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
                           disable=len(todo) <= 1):
@@ -287,13 +286,14 @@ class Evaluator:
 
     # --- provenance -------------------------------------------------------------------------------
 
-    def _write_manifest(self, stories: list[dict]) -> None:
+    def _write_manifest(self, stories: list[dict], seconds: dict[str, float]) -> None:
         extra = {
             "inputs": {p: _file_sha256(p) for p in self.cfg.stories},
             "n_stories": len(stories),
             "judge_backend": None if self.cfg.no_judge else self.judge.model.backend.describe(),
             "surprisal_context": "PromptSet.writer_messages (template single_write)",
             "provenance": self.provenance(),
+            "seconds": seconds,
         }
         templates = {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
         write_manifest(self.out, kind="evaluation", config=asdict(self.cfg), seed=self.cfg.seed,

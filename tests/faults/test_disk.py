@@ -47,31 +47,61 @@ def assert_intact(out) -> None:
     json.loads((out / "manifest.json").read_text())
 
 
-@pytest.fixture(scope="module")
-def clean(stub, tmp_path_factory):
-    out = tmp_path_factory.mktemp("clean")
-    code, _ = generate(stub, out)
-    assert code == 0
-    return stories(out)
+def written_file(fd: int) -> str:
+    """The output file a write goes to: `manifest.json` for its atomic temporary copy too."""
+    name = os.path.basename(os.readlink(f"/proc/self/fd/{fd}"))
+    return name[1:].rsplit(".", 2)[0] if name.startswith(".") and name.endswith(".tmp") else name
 
 
-# The run's writes in order: 1 manifest, 2-7 the first prompt's calls, 8 its stories, 9-14, 15 the
-# second's, 16-21, 22 the third's, 23 the manifest's retry counts.
-@pytest.mark.parametrize("fail_at", [1, 2, 8, 15, 23])
-def test_disk_full_mid_run_is_one_line_and_resumable(stub, clean, tmp_path, monkeypatch, capsys, fail_at):
-    real, writes = files._write_all, []
+def fill_at(fail_at: int, writes: list[str]):
+    """A `_write_all` that records each write's file and, at write number `fail_at` (from 1),
+    writes half its bytes, then finds the disk full."""
+    real = files._write_all
 
     def disk_fills(fd: int, data: bytes) -> None:
-        writes.append(len(data))
+        writes.append(written_file(fd))
         if len(writes) == fail_at:
             real(fd, data[: len(data) // 2])  # the kernel took half, then the disk was full
             raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
         real(fd, data)
 
-    out = tmp_path / "run"
+    return disk_fills
+
+
+def nth_write(order: list[str], name: str, nth: int) -> int:
+    """The number (from 1) of the `nth` write (0-based; -1 the last) to `name` in `order`."""
+    return [i for i, written in enumerate(order, 1) if written == name][nth]
+
+
+@pytest.fixture(scope="module")
+def clean_run(stub, tmp_path_factory):
+    """The stories of an undisturbed run, and the files its writes went to, in order."""
+    out, order = tmp_path_factory.mktemp("clean"), []
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(files, "_write_all", fill_at(0, order))
+        code, _ = generate(stub, out)
+    assert code == 0
+    return stories(out), order
+
+
+@pytest.fixture(scope="module")
+def clean(clean_run):
+    return clean_run[0]
+
+
+# Where the disk fills, by the file being written (not by position, so that a change in how often a
+# run updates its manifest moves nothing): the first manifest, the first call, the first and the
+# second prompt's stories, the manifest's last update (the retry counts).
+@pytest.mark.parametrize("name, nth", [("manifest.json", 0), ("calls.jsonl", 0), ("stories.jsonl", 0),
+                                       ("stories.jsonl", 1), ("manifest.json", -1)])
+def test_disk_full_mid_run_is_one_line_and_resumable(stub, clean_run, tmp_path, monkeypatch, capsys, name, nth):
+    clean, order = clean_run
+    fail_at = nth_write(order, name, nth)
+    out, writes = tmp_path / "run", []
     with monkeypatch.context() as mp:
-        mp.setattr(files, "_write_all", disk_fills)
+        mp.setattr(files, "_write_all", fill_at(fail_at, writes))
         code, errors = generate(stub, out, capsys)
+    assert writes[-1] == name
     assert code == 2 and len(errors) == 1, errors
     assert "No space left on device (disk full?)" in errors[0] and "re-run the same command" in errors[0]
     if fail_at > 1:  # the first write is the manifest: nothing before it to keep
@@ -158,21 +188,16 @@ def test_disk_full_during_an_evaluation(stub, fault_data, tmp_path, monkeypatch,
             run_cli(eval_main, argv)
         return info.value.code
 
-    assert evaluate(tmp_path / "clean") == 0
-    real, writes = files._write_all, []
-
-    def disk_fills(fd: int, data: bytes) -> None:
-        writes.append(len(data))
-        if len(writes) == 4:  # the manifest, two chunks of scores, then the third chunk
-            real(fd, data[: len(data) // 2])
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        real(fd, data)
-
-    out = tmp_path / "full"
-    capsys.readouterr()
+    order = []
     with monkeypatch.context() as mp:
-        mp.setattr(files, "_write_all", disk_fills)
+        mp.setattr(files, "_write_all", fill_at(0, order))
+        assert evaluate(tmp_path / "clean") == 0
+    out, writes = tmp_path / "full", []
+    capsys.readouterr()
+    with monkeypatch.context() as mp:  # the disk fills while the third chunk's scores are written
+        mp.setattr(files, "_write_all", fill_at(nth_write(order, "scores.jsonl", 2), writes))
         assert evaluate(out) == 2
+    assert writes[-1] == "scores.jsonl"
     errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "scores.jsonl: No space left on device" in errors[0]
     assert len(records(out / "scores.jsonl")) == 2
