@@ -30,7 +30,7 @@ from generate.backends import Model, RetryStats, backend_options, load_model
 from generate.common.errors import UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
 from generate.common.lock import output_lock
-from generate.common.manifest import sha256_text, update_manifest, write_manifest
+from generate.common.manifest import recorded, sha256_text, update_manifest, write_manifest
 from generate.common.timing import Timer
 from generate.prompts import WRITER_TEMPLATE, load_prompts
 
@@ -141,7 +141,7 @@ class Evaluator:
         carried: dict[str, float] = {}
         if todo:  # a run with nothing left to score keeps the manifest of the run that scored
             _check_provenance(self.out, self.provenance())
-            carried = _recorded_seconds(self.out) if done else {}
+            carried = (recorded(self.out, "seconds") or {}) if done else {}
             self._write_manifest(stories, _add_seconds(carried, self.timer.seconds()))
         before = {spec: m.stats.copy() for spec, m in self._models.items()}
         for chunk in tqdm(group_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
@@ -300,12 +300,6 @@ class Evaluator:
                        templates=templates, extra=extra)
 
 
-def _recorded_seconds(out: Path) -> dict[str, float]:
-    """The seconds an earlier invocation of this evaluation recorded in its manifest."""
-    path = out / "manifest.json"
-    return (json.loads(path.read_text(encoding="utf-8")).get("seconds") or {}) if path.is_file() else {}
-
-
 def _add_seconds(carried: dict[str, float], now: dict[str, float]) -> dict[str, float]:
     return {k: round(carried.get(k, 0.0) + now.get(k, 0.0), 2) for k in sorted({*carried, *now})}
 
@@ -322,7 +316,7 @@ def prompt_groups(stories: list[dict]) -> list[list[dict]]:
 def group_chunks(groups: list[list[dict]], size: int) -> list[list[list[dict]]]:
     """Whole groups packed in order into chunks of at most `size` stories (one larger group alone).
     A chunk is scored in one pass, and which stories share a pass moves a bf16 score by float
-    noise (up to ~0.1 of an expected judge score), so `scripts/device_check.py` re-forms them."""
+    noise (up to ~0.2 of an expected judge score), so `scripts/device_check.py` re-forms them."""
     chunks, current, n = [], [], 0
     for g in groups:
         if current and n + len(g) > size:

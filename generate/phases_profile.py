@@ -10,7 +10,6 @@ dropped) without rerunning it under a profiler.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Iterator
@@ -19,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from generate.backends import Completion
+from generate.common.manifest import recorded
 
 log = logging.getLogger(__name__)
 
@@ -87,7 +87,6 @@ class PhaseProfile:
 
 def recorded_phases(out: Path) -> dict[str, dict]:
     """The phase costs the run's manifest holds from its earlier invocations ({} if none)."""
-    path = out / "manifest.json"
-    phases = json.loads(path.read_text(encoding="utf-8")).get("phases") if path.is_file() else None
+    phases = recorded(out, "phases")
     return {name: {k: v for k, v in cost.items() if k in PhaseCost.__dataclass_fields__}
             for name, cost in (phases or {}).items()}

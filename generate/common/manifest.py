@@ -82,6 +82,13 @@ def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], se
     return _write(out_dir / "manifest.json", manifest)
 
 
+def recorded(out_dir: str | Path, key: str) -> Any:
+    """A field the directory's manifest holds from an earlier invocation (None without one): what a
+    resumed run adds its own account to (an evaluation's seconds, a generation's phase costs)."""
+    path = Path(out_dir) / "manifest.json"
+    return json.loads(path.read_text(encoding="utf-8")).get(key) if path.is_file() else None
+
+
 def update_manifest(out_dir: str | Path, fields: dict[str, Any]) -> Path:
     """Add `fields` to an existing manifest (e.g. the retries a run needed, known at its end)."""
     path = Path(out_dir) / "manifest.json"
