@@ -245,11 +245,12 @@ class Runner:
             check_numerics(self.out, self.model.backend)
         # Phase costs of the earlier invocations (the journal replays their calls), kept and added to.
         carried = recorded_phases(self.out) if (self.out / "calls.jsonl").is_file() else {}
-        write_manifest(self.out, kind="generation", config=asdict(self.cfg), seed=self.cfg.seed,
-                       templates=self.prompts.texts(),
-                       extra={"backend": self.model.backend.describe() if todo else None,
-                              "n_prompts": len(self.tasks), "dataset_sha256": self.dataset_sha256,
-                              "prompts": self.prompt_sha256, **({"phases": carried} if carried else {})})
+        if todo or not (self.out / "manifest.json").is_file():  # a finished run keeps the manifest that made it
+            write_manifest(self.out, kind="generation", config=asdict(self.cfg), seed=self.cfg.seed,
+                           templates=self.prompts.texts(),
+                           extra={"backend": self.model.backend.describe() if todo else None,
+                                  "n_prompts": len(self.tasks), "dataset_sha256": self.dataset_sha256,
+                                  "prompts": self.prompt_sha256, **({"phases": carried} if carried else {})})
         journal, failures = Journal(self.out / "calls.jsonl"), FailureLog(self.failed_path)
         self.profile = PhaseProfile(self.model.backend.counters, lambda: journal.replayed, carried)
         self.failed = {}

@@ -4,6 +4,10 @@ A manifest is replaced atomically (a kill mid-write must not leave a torn manife
 next run reads to check that it may resume) and never holds a credential: config values and
 command-line flags named like one are redacted, and the secrets the command was given are cut
 out of every string in it (`generate.common.secrets`).
+
+A resumed run is made by several invocations, possibly at other commits or package versions: its
+manifest describes the latest, and `earlier_invocations` the ones before it (when, which command,
+commit and packages, what each recorded of its faults and memory), so their provenance is kept.
 """
 
 from __future__ import annotations
@@ -60,9 +64,18 @@ def git_commit() -> str | None:
     return sha.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
 
 
+# This process: writes of one process are one invocation (e.g. a manifest written at a run's start
+# and again at its end), those of another process a new one.
+PROCESS = f"{os.getpid()}@{time.time():.6f}"
+# What describes an invocation in `earlier_invocations`, and what it recorded at its end (`update_manifest`).
+INVOCATION = ("process", "created", "command", "git_commit", "python", "packages")
+PER_INVOCATION = ("reliability", "peak_rss_gb")
+
+
 def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], seed: int | None = None,
                    templates: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> Path:
-    """Write `manifest.json` (overwriting: it describes the latest invocation of the run)."""
+    """Write `manifest.json`: it describes the latest invocation of the run and keeps the earlier
+    ones (`_earlier`)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {
@@ -79,7 +92,25 @@ def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], se
     }
     if extra:
         manifest.update(redact(extra))
+    earlier = _earlier(out_dir / "manifest.json", manifest)
+    manifest.update(process=PROCESS, **({"earlier_invocations": earlier} if earlier else {}))
     return _write(out_dir / "manifest.json", manifest)
+
+
+def _earlier(path: Path, new: dict[str, Any]) -> list[dict[str, Any]]:
+    """The earlier invocations of the run `path` describes, before the one writing `new`: the last
+    manifest's own, plus that manifest itself where another process wrote it (a manifest of
+    another kind describes another run: none)."""
+    try:
+        old = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    if old.get("kind") != new["kind"]:
+        return []
+    earlier = old.get("earlier_invocations", [])
+    if old.get("process") == PROCESS:  # this process writing again (e.g. at a run's start and end)
+        return earlier
+    return [*earlier, {k: old[k] for k in (*INVOCATION, *PER_INVOCATION) if k in old}]
 
 
 def recorded(out_dir: str | Path, key: str) -> Any:

@@ -3,8 +3,8 @@
 import json
 
 from generate.backends.hf import cpu_supports_bf16
-from generate.common import machine
-from generate.common.manifest import redact, write_manifest
+from generate.common import machine, manifest
+from generate.common.manifest import redact, update_manifest, write_manifest
 
 
 def test_redact_hides_credentials_but_not_token_counts():
@@ -39,3 +39,25 @@ def test_cpu_flags_are_whole_words_of_the_first_cpu():
     model, flags = machine.parse_cpuinfo(text)
     assert model == "AMD EPYC" and "avx2" in flags and "avx512f" not in flags
     assert machine.parse_cpuinfo("") == (None, frozenset())
+
+
+def test_a_resumed_run_keeps_every_invocation(tmp_path, monkeypatch):
+    """A run resumed at another commit must not claim the latest for all its results: each process
+    that wrote the manifest before stays in `earlier_invocations`, with what it recorded at its end."""
+    (tmp_path / "manifest.json").write_text(json.dumps(  # written before invocations were kept
+        {"kind": "generation", "created": "then", "git_commit": "aaa", "command": "old", "peak_rss_gb": 9.0}))
+    monkeypatch.setattr(manifest, "PROCESS", "first")
+    write_manifest(tmp_path, kind="generation", config={})
+    update_manifest(tmp_path, {"reliability": {"total_retries": 2}})
+    write_manifest(tmp_path, kind="generation", config={})  # the same process again: not an earlier one
+    update_manifest(tmp_path, {"reliability": {"total_retries": 3}})
+    monkeypatch.setattr(manifest, "PROCESS", "second")
+    data = json.loads(write_manifest(tmp_path, kind="generation", config={}).read_text())
+    old, first = data["earlier_invocations"]
+    assert old == {"created": "then", "git_commit": "aaa", "command": "old", "peak_rss_gb": 9.0}
+    assert first["process"] == "first" and first["reliability"] == {"total_retries": 3}
+    assert first["packages"]["torch"].startswith("2.13") and first["git_commit"] == data["git_commit"]
+    assert data["process"] == "second" and "reliability" not in data
+
+    other = json.loads(write_manifest(tmp_path, kind="evaluation", config={}).read_text())
+    assert "earlier_invocations" not in other  # another kind: another run
