@@ -10,7 +10,8 @@ export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
 # The classic-SF reference corpus for the novelty metrics: $SCIFI_REFERENCE_DIR, else the copy
-# beside this checkout (never committed). Tests bring their own tiny corpora.
+# beside this checkout (never committed), else the one `review-lab corpus fetch` downloaded.
+# Tests bring their own tiny corpora.
 REFERENCE ?= $(or $(SCIFI_REFERENCE_DIR),$(wildcard ../shared/data/scifi-reference/texts))
 # SciFi-100 ($SCIFI100_PATH, else the copy beside this checkout). `make story` evaluates on 8 of its
 # prompts (8 aspects, none seen in training) when it is at hand, else on the 4 held-out prompts.
@@ -38,31 +39,41 @@ browser:
 	@test -x $(CHROMIUM) || { $(SUDO) apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 		$(SUDO) apt-get install -y -qq --no-install-recommends chromium fonts-liberation; }
 
+RL := $(VENV)/bin/review-lab
+# The novelty metrics need the corpus: when neither ../shared, $SCIFI_REFERENCE_DIR nor a complete
+# fetched copy exists, fetch it first (offline: one line says how to get it, the benchmark runs on).
+CORPUS := SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) corpus path >/dev/null 2>&1 || $(RL) corpus fetch || true
+
 benchmark: setup
-	SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/benchmark.py --model smollm2-135m-instruct --dataset default \
+	@$(CORPUS)
+	SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) benchmark --model smollm2-135m-instruct --dataset default \
 		--limit 4 --max-new-tokens 200 --reference-max-chunks 2000 --out runs/benchmark
 
 story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Review -> comparison
-	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/story $(STORY_EVAL)
+	@$(CORPUS)
+	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) story --out runs/story $(STORY_EVAL)
 
 # The second paper's reward signals: curate preferences from the benchmark's runs when they exist
 # and SciFi-100 is the evaluation set (the benchmark's prompts come from the bundled set, whose
-# held-out prompts the other evaluation uses: end_to_end.py refuses such candidates), else from the
+# held-out prompts the other evaluation uses: `review-lab story` refuses such candidates), else from the
 # base writer on training prompts; train the reward model, optimise principles, then one GRPO
 # writer per signal, compared on the same evaluation prompts as `make story`.
 BENCH_RUNS := $(if $(SCIFI100),$(wildcard runs/benchmark/*/stories.jsonl))
 signals: setup
-	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/end_to_end.py --out runs/signals \
-		--signals composite rm principle $(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL)
+	@$(CORPUS)
+	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) signals \
+		$(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL)
 
 # The paper's full benchmark: SciFi-100's 100 prompts, five frameworks, 400-token stories, evaluated.
 benchmark-full: setup
-	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(PY) scripts/benchmark.py --dataset scifi100 \
+	@$(CORPUS)
+	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) benchmark --dataset scifi100 \
 		--max-new-tokens 400 --out runs/benchmark_full
 
 train: setup   # GRPO with the CPU recipe (the bundled writer, embedded judge)
-	SCIFI_REFERENCE_DIR=$(REFERENCE) $(VENV)/bin/accelerate launch --config_file configs/accelerate/cpu.yaml \
-		train/grpo.py --config configs/grpo/smollm2_cpu.yaml
+	@$(CORPUS)
+	SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) train --config_file configs/accelerate/cpu.yaml \
+		--config configs/grpo/smollm2_cpu.yaml
 
 test: setup browser
 	$(PY) -m pytest -q --durations=25   # the slowest tests, to keep the suite in its time budget

@@ -5,8 +5,8 @@ score are two raters of the same stories. ICC(A,1) (two-way random effects, abso
 single rater) penalises a judge that ranks stories like humans but on a shifted scale, which
 Pearson r alone would miss; Bland-Altman gives that shift (bias) and the spread of disagreement.
 
-Usage:
-    python -m eval.alignment --ratings ratings.csv [--out alignment.json]
+Usage (`python -m eval.alignment` is an alias):
+    review-lab align --ratings ratings.csv [--out alignment.json]
 
 The CSV has columns story_id, aspect, human, judge (one row per story and aspect). The JSON is
 {aspect: {"icc_a1", "bias", "loa_low", "loa_high", "pearson_r", "n"}}; a statistic that is
@@ -15,7 +15,6 @@ undefined for the data (e.g. Pearson r when one rater gives every story the same
 
 from __future__ import annotations
 
-import argparse
 import csv
 import json
 import math
@@ -26,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from generate.common.cli import run_cli
+from generate.common.config import new_parser
 from generate.common.errors import UsageError
 
 _COLUMNS = ("story_id", "aspect", "human", "judge")
@@ -184,7 +184,8 @@ def _format_table(table: dict[str, Agreement]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Print the per-aspect alignment table and optionally write it as JSON."""
-    parser = argparse.ArgumentParser(prog="python -m eval.alignment", description=__doc__.split("\n\n")[0])
+    parser = new_parser("review-lab align", __doc__.split("\n\n")[0],
+                        "review-lab align --ratings ratings.csv --out alignment.json")
     parser.add_argument("--ratings", required=True, help="CSV with columns story_id,aspect,human,judge")
     parser.add_argument("--out", help="write the table as JSON to this file")
     args = parser.parse_args(argv)

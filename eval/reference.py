@@ -3,8 +3,10 @@
 The paper measures novelty against SFGram; we use a directory of public-domain Gutenberg works
 (one `.txt` file per work). Loading strips Gutenberg boilerplate, chunks each work into ~250-word
 pieces (never across works), counts unigrams over the whole corpus and embeds the chunks.
-Embedding ~28k chunks takes minutes on a CPU, so results are cached on disk under a key that
-covers everything they depend on: file names and bytes, embedder, chunk size and sampling.
+Embedding the whole corpus is the slow part, so results are cached on disk under a key that
+covers everything they depend on: file names and bytes, embedder, chunk size and sampling. Which
+directory is read follows `eval.corpus.resolve` (`--reference-dir`, `$SCIFI_REFERENCE_DIR`, the
+copy fetched by `review-lab corpus fetch`).
 """
 
 from __future__ import annotations
@@ -12,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 import shutil
 import tempfile
 from collections import Counter
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eval.corpus.resolve import locate_reference, report_unavailable
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.text import chunk_words, strip_gutenberg, word_tokens
 from generate.common.paths import cache_root
@@ -106,12 +108,7 @@ class ReferenceCorpus:
             raise ValueError(f"max_chunks must be positive, got {max_chunks}")
         directory = Path(directory)
         embedder = embedder or Embedder(DEFAULT_EMBEDDER)
-        if not directory.is_dir():
-            raise ReferenceUnavailable(f"{directory} is not a directory")
-        works = {path.name: path.read_bytes() for path in sorted(directory.glob("*.txt"))}
-        if not works:
-            raise ReferenceUnavailable(f"no .txt files in {directory}")
-
+        works = _read_works(directory)
         key = _cache_key(works, embedder.name, chunk_size, max_chunks, seed)
         entry = Path(cache_dir or cache_root()) / "reference" / key
         identity = {"content_sha256": _content_hash(works),
@@ -119,14 +116,7 @@ class ReferenceCorpus:
         if (entry / _META).is_file():
             log.info("reference corpus: using cached embeddings %s", entry)
             return cls._from_cache(directory, entry, identity)
-
-        chunk_ids, chunks, counts = _prepare(works, chunk_size)
-        if not chunks:
-            raise ReferenceUnavailable(f"the .txt files in {directory} hold no words")
-        if max_chunks is not None and max_chunks < len(chunks):
-            keep = np.sort(np.random.default_rng(seed).choice(len(chunks), size=max_chunks, replace=False))
-            chunk_ids = [chunk_ids[i] for i in keep]
-            chunks = [chunks[i] for i in keep]
+        chunk_ids, chunks, counts = _sampled(works, directory, chunk_size, max_chunks, seed)
         log.info("reference corpus: embedding %d chunks of %d works with %s", len(chunks), len(works), embedder.name)
         try:
             embeddings = embedder.encode(chunks, batch_size=batch_size, show_progress=True)
@@ -157,21 +147,23 @@ def load_reference(
     evaluation without the corpus still produces the judge and surprisal results.
 
     Args:
-        directory: Corpus directory; defaults to `$SCIFI_REFERENCE_DIR`.
+        directory: Corpus directory; defaults to `$SCIFI_REFERENCE_DIR`, else the fetched copy
+            (`eval.corpus.resolve`).
         embedder: Encoder for the chunks; defaults to all-MiniLM-L6-v2.
         **options: Keyword options of `ReferenceCorpus.load` (chunk_size, max_chunks, seed,
             cache_dir, batch_size).
 
     Returns:
-        The corpus, or None after logging "reference metrics unavailable: <reason>".
+        The corpus, or None after logging "reference metrics unavailable: <reason>" (the reason
+        says how to get the corpus when none was found).
     """
-    directory = directory or os.environ.get("SCIFI_REFERENCE_DIR")
+    where = locate_reference(directory)
     try:
-        if not directory:
-            raise ReferenceUnavailable("no reference corpus given (pass a directory or set SCIFI_REFERENCE_DIR)")
-        return ReferenceCorpus.load(directory, embedder, **options)
+        if where.path is None:
+            raise ReferenceUnavailable(where.missing)
+        return ReferenceCorpus.load(where.path, embedder, **options)
     except ReferenceUnavailable as exc:
-        log.warning("reference metrics unavailable: %s", exc)
+        report_unavailable(log, exc)
         return None
 
 
@@ -191,6 +183,29 @@ def _content_hash(works: dict[str, bytes]) -> str:
         digest.update(f"{name}|{len(data)}|".encode())
         digest.update(data)
     return digest.hexdigest()
+
+
+def _read_works(directory: Path) -> dict[str, bytes]:
+    """The works' bytes by file name, in name order (the order the hashes and chunks follow)."""
+    if not directory.is_dir():
+        raise ReferenceUnavailable(f"{directory} is not a directory")
+    works = {path.name: path.read_bytes() for path in sorted(directory.glob("*.txt"))}
+    if not works:
+        raise ReferenceUnavailable(f"no .txt files in {directory}")
+    return works
+
+
+def _sampled(works: dict[str, bytes], directory: Path, chunk_size: int, max_chunks: int | None,
+             seed: int) -> tuple[list[str], list[str], dict[str, int]]:
+    """The chunks to embed (all, or a seeded sample kept in corpus order) and the counts over all."""
+    chunk_ids, chunks, counts = _prepare(works, chunk_size)
+    if not chunks:
+        raise ReferenceUnavailable(f"the .txt files in {directory} hold no words")
+    if max_chunks is not None and max_chunks < len(chunks):
+        keep = np.sort(np.random.default_rng(seed).choice(len(chunks), size=max_chunks, replace=False))
+        chunk_ids = [chunk_ids[i] for i in keep]
+        chunks = [chunks[i] for i in keep]
+    return chunk_ids, chunks, counts
 
 
 def _first_line(exc: BaseException) -> str:

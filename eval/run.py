@@ -4,7 +4,10 @@ Stories are processed in chunks of whole prompt groups (all stories one framewor
 prompt), because homogenization compares the stories of a group. Within a chunk every model
 call of a kind is one batch: the judge's pass over stories x aspects x samples, the surprisal
 forward passes, the embeddings. Each finished chunk is appended to `scores.jsonl`, so an
-interrupted evaluation resumes by skipping the story_ids already there.
+interrupted evaluation resumes by skipping the story_ids already there. It refuses to resume
+(`generate.common.resumable`) with other settings, another rubric or surprisal template, another
+story behind a story_id already scored, or, when stories are left, another judge (numerics
+included), scorer, reference corpus or signals.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
+from eval.corpus.resolve import reference_dir_option
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.judge import Judge, Judgement
 from eval.metrics.story import Chunks, StoryMetrics, draft_similarity, group_similarity
@@ -26,11 +30,12 @@ from eval.rubric import MODES, load_rubric
 from eval.signals import Signals
 from eval.stories import load_stories
 from eval.text import sanitize
-from generate.backends import Model, RetryStats, backend_options, load_model
+from generate.backends import BackendOptions, Model, RetryStats
+from generate.backends.options import DEFAULT_MODEL, batch_size_option
 from generate.common.errors import UsageError
-from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
-from generate.common.lock import output_lock
-from generate.common.manifest import recorded, sha256_text, update_manifest, write_manifest
+from generate.common.jsonl import append_jsonl, read_jsonl
+from generate.common.manifest import sha256_text, write_manifest
+from generate.common.resumable import Resumable, resumable, settings_of, text_hashes
 from generate.common.timing import Timer
 from generate.prompts import WRITER_TEMPLATE, load_prompts
 
@@ -40,6 +45,9 @@ log = logging.getLogger(__name__)
 RESULT_KEYS = ("judge", "judge_mode", "samples", "max_parse_retries", "judge_temperature", "judge_top_p",
                "judge_max_new_tokens", "rubric", "no_judge", "scorer", "no_surprisal", "reference_dir",
                "reference_max_chunks", "embedder", "kl_alpha", "seed", "principles", "reward_model")
+# What else makes scores comparable, checked before adding to an evaluation (`Evaluator.provenance`).
+PROVENANCE_KEYS = ("judge", "scorer", "reference", "signals")
+NOUN = "an evaluation"
 ID_FIELDS = ("story_id", "prompt_id", "aspect", "framework", "agent", "model")
 # The surprisal scorer of a story when none is given: the model that wrote it (the paper's choice;
 # such values do not compare across writers).
@@ -47,10 +55,12 @@ WRITER_SCORER = "writer"
 
 
 @dataclass
-class EvalConfig:
+class EvalConfig(BackendOptions):
+    """The evaluation's settings; its judge and surprisal scorers share the model options."""
+
     stories: list[str] = field(default_factory=list, metadata={"help": "stories.jsonl file(s) of generation runs"})
     out: str | None = field(default=None, metadata={"help": "output directory (default: <first stories dir>/eval)"})
-    judge: str = field(default="smollm2-135m-instruct", metadata={"help": "judge model spec"})
+    judge: str = field(default=DEFAULT_MODEL, metadata={"help": "judge model spec"})
     judge_mode: str = field(default="logprob",
                             metadata={"help": "logprob (expected digit) | sample (paper: K replies)"})
     samples: int = field(default=3, metadata={"help": "sample mode: replies per story and aspect"})
@@ -62,8 +72,7 @@ class EvalConfig:
     no_judge: bool = field(default=False, metadata={"help": "skip the LLM judge"})
     scorer: str | None = field(default=None, metadata={"help": "surprisal model spec (default: each story's writer)"})
     no_surprisal: bool = field(default=False, metadata={"help": "skip surprisal"})
-    reference_dir: str | None = field(default=None,
-                                      metadata={"help": "reference .txt works (else $SCIFI_REFERENCE_DIR)"})
+    reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int | None = field(default=None,
                                              metadata={"help": "embed a seeded sample of reference chunks"})
     embedder: str = field(default=DEFAULT_EMBEDDER, metadata={"help": "sentence encoder for the semantic metrics"})
@@ -73,13 +82,7 @@ class EvalConfig:
     reward_model: str | None = field(default=None, metadata={
         "help": "train/reward_model.py output dir: add the reward model's verdicts (rm_good, rm_score)"})
     chunk_stories: int = field(default=64, metadata={"help": "stories scored together (batch width)"})
-    batch_size: int = field(default=32, metadata={"help": "hf: sequences per forward pass"})
-    engine: str = field(default="fast", metadata={"help": "hf judge/scorer: fast (shared prefixes once) | generate"})
-    base_url: str | None = field(default=None, metadata={"help": "openai judge: server URL"})
-    api_key: str | None = field(default=None, metadata={"help": "openai judge: key (else OPENAI_API_KEY)"})
-    concurrency: int = field(default=8, metadata={"help": "openai judge: requests in flight"})
-    timeout: float = field(default=120.0, metadata={"help": "openai judge: seconds per request"})
-    retries: int = 5
+    batch_size: int = batch_size_option(32)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -92,10 +95,6 @@ class EvalConfig:
 
     def output_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.stories[0]).parent / "eval"
-
-    def backend_options(self, spec: str) -> dict:
-        return backend_options(spec, batch_size=self.batch_size, base_url=self.base_url, api_key=self.api_key,
-                               concurrency=self.concurrency, timeout=self.timeout, engine=self.engine)
 
 
 class Evaluator:
@@ -122,26 +121,22 @@ class Evaluator:
         self._metrics: StoryMetrics | None = None
         self._scorer_errors: dict[str, str] = {}
         self.timer = Timer()  # seconds of this invocation in judge, surprisal, metrics, signals
-
     def run(self) -> Path:
         stories = load_stories(self.cfg.stories)
-        with output_lock(self.out):  # one writer per directory, taken before anything is read
-            return self._run(stories)
+        with resumable(self.out, NOUN) as run:  # one writer per directory, taken before anything is read
+            return self._run(run, stories)
 
-    def _run(self, stories: list[dict]) -> Path:
-        _check_resumable(self.out, self.cfg)
-        self.out.mkdir(parents=True, exist_ok=True)
+    def _run(self, run: Resumable, stories: list[dict]) -> Path:
         scores = self.out / "scores.jsonl"
-        repair_jsonl(scores)
-        done = {r["story_id"] for r in read_jsonl(scores)}
+        done = self._check_resumable(run, stories)
         groups = prompt_groups(stories)
         todo = [g for g in groups if any(s["story_id"] not in done for s in g)]
         log.info("%d stories in %d prompt groups, %d already scored, %d to score", len(stories), len(groups),
                  sum(s["story_id"] in done for s in stories), sum(s["story_id"] not in done for s in stories))
-        carried: dict[str, float] = {}
-        if todo:  # a run with nothing left to score keeps the manifest of the run that scored
-            _check_provenance(self.out, self.provenance())
-            carried = (recorded(self.out, "seconds") or {}) if done else {}
+        if todo:  # scores already on disk mix with nothing: the judge is loaded only to add to them
+            self._check_provenance(run, self.provenance())
+        carried: dict[str, float] = (run.recorded.get("seconds") or {}) if done else {}
+        if run.needs_manifest(todo):
             self._write_manifest(stories, _add_seconds(carried, self.timer.seconds()))
         before = {spec: m.stats.copy() for spec, m in self._models.items()}
         for chunk in tqdm(group_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
@@ -150,18 +145,36 @@ class Evaluator:
             # Where the time went, kept after every chunk and added to what the earlier invocations
             # of a resumed evaluation recorded: an interruption loses the chunk in flight, not the
             # whole evaluation's account (the benchmark's table reads it).
-            update_manifest(self.out, {"seconds": _add_seconds(carried, self.timer.seconds())})
+            run.record({"seconds": _add_seconds(carried, self.timer.seconds())})
         if todo:  # what the faults of this invocation cost, per model and cause
-            update_manifest(self.out, {"reliability": {
+            run.record({"reliability": {
                 spec: m.stats.since(before.get(spec, RetryStats())).to_json() for spec, m in self._models.items()}})
         write_reports(self.out, list(read_jsonl(scores)), self.catalog, (self.rubric.low, self.rubric.high))
         return self.out
+
+    def _check_resumable(self, run: Resumable, stories: list[dict]) -> set[str]:
+        """Refuse other settings, another rubric or template text, or another text behind a story
+        already scored; returns the story_ids already scored."""
+        run.check_settings(asdict(self.cfg), settings_of(RESULT_KEYS))
+        run.check_texts("template_sha256", text_hashes(self._templates()))
+        done = run.done("scores.jsonl", "story_id")
+        run.check_texts("story_sha256", {s["story_id"]: story_sha256(s) for s in stories if s["story_id"] in done})
+        return done
+
+    @staticmethod
+    def _check_provenance(run: Resumable, now: dict) -> None:
+        """Refuse to add scores made with another judge (its numerics included), scorer, reference
+        corpus or signals: the settings can be equal while the files or machine behind them changed."""
+        before = run.recorded.get("provenance") or {}
+        for key in PROVENANCE_KEYS:
+            if key in before:
+                run.check_provenance(key, before[key], now.get(key))
 
     # --- resources --------------------------------------------------------------------------------
 
     def model(self, spec: str) -> Model:
         if spec not in self._models:
-            self._models[spec] = load_model(spec, retries=self.cfg.retries, **self.cfg.backend_options(spec))
+            self._models[spec] = self.cfg.load(spec)
         return self._models[spec]
 
     @property
@@ -286,18 +299,22 @@ class Evaluator:
 
     # --- provenance -------------------------------------------------------------------------------
 
+    def _templates(self) -> dict[str, str]:
+        """The texts the scores depend on by name: the rubric's and the surprisal context's."""
+        return {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
+
     def _write_manifest(self, stories: list[dict], seconds: dict[str, float]) -> None:
         extra = {
             "inputs": {p: _file_sha256(p) for p in self.cfg.stories},
             "n_stories": len(stories),
+            "story_sha256": {s["story_id"]: story_sha256(s) for s in stories},
             "judge_backend": None if self.cfg.no_judge else self.judge.model.backend.describe(),
             "surprisal_context": "PromptSet.writer_messages (template single_write)",
             "provenance": self.provenance(),
             "seconds": seconds,
         }
-        templates = {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
         write_manifest(self.out, kind="evaluation", config=asdict(self.cfg), seed=self.cfg.seed,
-                       templates=templates, extra=extra)
+                       templates=self._templates(), extra=extra)
 
 
 def _add_seconds(carried: dict[str, float], now: dict[str, float]) -> dict[str, float]:
@@ -316,7 +333,7 @@ def prompt_groups(stories: list[dict]) -> list[list[dict]]:
 def group_chunks(groups: list[list[dict]], size: int) -> list[list[list[dict]]]:
     """Whole groups packed in order into chunks of at most `size` stories (one larger group alone).
     A chunk is scored in one pass, and which stories share a pass moves a bf16 score by float
-    noise (up to ~0.2 of an expected judge score), so `scripts/device_check.py` re-forms them."""
+    noise (up to ~0.2 of an expected judge score), so the device check re-forms them."""
     chunks, current, n = [], [], 0
     for g in groups:
         if current and n + len(g) > size:
@@ -329,41 +346,11 @@ def group_chunks(groups: list[list[dict]], size: int) -> list[list[list[dict]]]:
     return chunks
 
 
-def _check_resumable(out: Path, cfg: EvalConfig) -> None:
-    manifest = out / "manifest.json"
-    if not manifest.exists():
-        return
-    old = json.loads(manifest.read_text(encoding="utf-8")).get("config", {})
-    for key in RESULT_KEYS:
-        if key in old and old[key] != getattr(cfg, key):
-            raise UsageError(f"{out} holds an evaluation made with {key}={old[key]!r} (now {getattr(cfg, key)!r}); "
-                             "use another --out to start a new one")
-
-
-def _check_provenance(out: Path, now: dict) -> None:
-    """Refuse to add scores made with another rubric, judge or reference corpus to an evaluation
-    (the settings can be equal while the files behind them changed)."""
-    manifest = out / "manifest.json"
-    if not manifest.exists():
-        return
-    old = json.loads(manifest.read_text(encoding="utf-8")).get("provenance")
-    if old is None:
-        return
-    for key in ("judge", "scorer", "reference"):
-        before, after = old.get(key), now.get(key)
-        if key == "judge" and isinstance(before, dict) and isinstance(after, dict) and "numerics" not in before:
-            after = {k: v for k, v in after.items() if k != "numerics"}  # recorded before numerics were
-        if before != after:
-            raise UsageError(f"{out} holds scores made with another {key} ({_diff(before, after)}); "
-                             "use another --out to start a new evaluation")
-
-
-def _diff(old: object, new: object) -> str:
-    if isinstance(old, dict) and isinstance(new, dict):
-        for k in sorted(set(old) | set(new)):
-            if old.get(k) != new.get(k):
-                return f"{k}: {old.get(k)!r} then, {new.get(k)!r} now"
-    return f"{old!r} then, {new!r} now"
+def story_sha256(story: dict) -> str:
+    """What the scores of a story are computed from (its text, first draft, prompt and writer),
+    hashed: a resumed evaluation refuses a story_id already scored whose story changed."""
+    drafts = story.get("drafts") or [""]
+    return sha256_text(json.dumps([story["prompt"], story["text"], drafts[0], story.get("model")]))
 
 
 def _file_sha256(path: str) -> str:

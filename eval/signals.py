@@ -1,12 +1,12 @@
 """The second paper's two reward signals as evaluation metrics: is a story excellent?
 
 arXiv 2508.21476 reports an "excellence rate": the share of outputs a signal calls good. Here the
-two signals are the principle judge (`rewards.principle_judge`: P(good) under optimised
+two signals are the principle judge (`eval.scorers.principles`: P(good) under optimised
 principles) and the Bradley-Terry reward model trained on curated preferences
-(`rewards.reward_model`: a score, called good above the model's own decision threshold, saved by
-`train/reward_model.py`: halfway between its mean score of curated good and bad stories). They
-are computed by the reward functions themselves, so a story's value here is what GRPO with that
-signal would have been given for it. Per story:
+(`eval.scorers.reward_model`: a score, called good above the model's own decision threshold,
+saved by `train/reward_model.py`: halfway between its mean score of curated good and bad
+stories). They are computed by the scorers the GRPO rewards wrap, with the rewards' defaults, so a
+story's value here is what GRPO with that signal would have been given for it. Per story:
 
 - `principle_p` (P(good)) and `principle_good` (1 when P(good) >= 0.5): the mean of
   `principle_good` over stories is the principle judge's excellence rate;
@@ -17,16 +17,21 @@ and the agreement rate of the two signals is the share of stories both give the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from eval.metrics.catalog import MetricSpec
 from eval.metrics.story import EMPTY, Measured
+from eval.scorers.principles.scorer import PrincipleScorer
 from generate.common.errors import UsageError
 from generate.prompts import PromptSet
 
+if TYPE_CHECKING:
+    from eval.scorers.reward_model import RewardModelScorer
+
 SIGNAL = "signal"
+PRINCIPLE_TIMEOUT = 3600.0  # seconds for the principle judge's one batched call over every story
 PRINCIPLE_METRICS = (MetricSpec("principle_good", "Excellent (principles)", SIGNAL),
                      MetricSpec("principle_p", "P(good), principles", SIGNAL))
 RM_METRICS = (MetricSpec("rm_good", "Excellent (RM)", SIGNAL), MetricSpec("rm_score", "RM score", SIGNAL))
@@ -47,22 +52,22 @@ def rm_threshold(model_dir: str | Path) -> float:
 
 
 class Signals:
-    """Scores stories with the principle judge and/or the reward model (each optional).
+    """Scores stories with the principle judge and/or the reward model (each optional), each
+    loaded once, on first use.
 
     Args:
-        prompts: the writer templates (the signals see each story as the answer to the single-agent
-            writer request for its task, as GRPO's completions are).
+        prompts: the writer templates (the reward model sees each story as the answer to the
+            single-agent writer request for its task, as GRPO's completions are).
         principles: a principles YAML, or None.
         judge: the principle judge's model spec.
         reward_model: a `train/reward_model.py` output directory, or None.
     """
 
     def __init__(self, prompts: PromptSet, *, principles: str | None, judge: str, reward_model: str | None):
-        from rewards import RewardContext
-
         self.prompts, self.principles, self.judge, self.reward_model = prompts, principles, judge, reward_model
         self.threshold = rm_threshold(reward_model) if reward_model else None
-        self.context = RewardContext()
+        self._principle_scorer: PrincipleScorer | None = None
+        self._rm_scorer: RewardModelScorer | None = None
 
     @property
     def specs(self) -> tuple[MetricSpec, ...]:
@@ -72,22 +77,31 @@ class Signals:
         return {"principles": self.principles, "principle_judge": self.judge if self.principles else None,
                 "reward_model": self.reward_model, "rm_threshold": self.threshold}
 
-    def measure(self, tasks: list[str], texts: list[str]) -> list[Measured]:
-        from rewards.principle_judge import principle_judge
-        from rewards.reward_model import reward_model
+    @property
+    def principle_scorer(self) -> PrincipleScorer:
+        if self._principle_scorer is None:
+            self._principle_scorer = PrincipleScorer.load(self.principles, self.judge)
+        return self._principle_scorer
 
-        prompts = [self.prompts.writer_messages(t) for t in tasks]
-        completions = [[{"role": "assistant", "content": t}] for t in texts]
+    @property
+    def rm_scorer(self) -> RewardModelScorer:
+        if self._rm_scorer is None:
+            from eval.scorers.reward_model import RewardModelScorer  # torch and transformers: only when asked
+
+            self._rm_scorer = RewardModelScorer(self.reward_model)
+        return self._rm_scorer
+
+    def measure(self, tasks: list[str], texts: list[str]) -> list[Measured]:
         out = [Measured() for _ in texts]
         if self.principles:
-            values = asyncio.run(principle_judge(prompts, completions, context=self.context, principles=self.principles,
-                                                 model=self.judge, timeout=3600, task_prompt=tasks))
+            values = self.principle_scorer.score(tasks, texts, timeout=PRINCIPLE_TIMEOUT)
             for m, text, v in zip(out, texts, values):
                 reason = EMPTY if not text.strip() else "principle judge failed"
                 m.set("principle_p", v if text.strip() else None, reason)
                 m.set("principle_good", None if m.values["principle_p"] is None else float(v >= 0.5), reason)
         if self.reward_model:
-            values = reward_model(prompts, completions, context=self.context, model_dir=self.reward_model)
+            prompts = [self.prompts.writer_messages(t) for t in tasks]
+            values = self.rm_scorer.score(prompts, texts)
             for m, v in zip(out, values):
                 reason = "longer than the reward model's context or failed"
                 m.set("rm_score", v, reason)

@@ -2,7 +2,9 @@
 of one phase, across every prompt and agent of a chunk, go to the backend as one batch.
 
 Runs are append-only and resumable: finished prompts are skipped, finished calls are replayed
-from the journal, so a crash loses at most the calls that were in flight.
+from the journal, so a crash loses at most the calls that were in flight. Another setting, prompt
+text or template, or (when prompts are left) other backend numerics is refused
+(`generate.common.resumable`).
 
 No reply reaches a story, a reviewer or a reviser blank: the runner cleans every reply (clean.py)
 and re-asks a blank one with new seeds. A reply still blank after the re-asks fails its prompt:
@@ -12,7 +14,6 @@ failed.jsonl, and a re-run retries it with seeds drawn from its attempt number.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections import Counter, defaultdict
@@ -21,22 +22,14 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from generate.backends import (
-    Backend,
-    ChatRequest,
-    Completion,
-    Model,
-    SamplingParams,
-    backend_options,
-    load_model,
-    numerics_change,
-)
+from generate.backends import ChatRequest, Completion, Model, ModelOptions, SamplingParams
+from generate.backends.options import batch_size_option
 from generate.clean import clean_reply
 from generate.common import machine
-from generate.common.errors import PartialFailure, UsageError
-from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl
-from generate.common.lock import output_lock
-from generate.common.manifest import sha256_text, update_manifest, write_manifest
+from generate.common.errors import PartialFailure
+from generate.common.jsonl import append_jsonl
+from generate.common.manifest import sha256_text, write_manifest
+from generate.common.resumable import NUMERICS_ADVICE, Resumable, done_ids, resumable, text_hashes
 from generate.datasets import Task, dataset_sha256, load_dataset, spread_over_aspects
 from generate.frameworks import Call, Settings, Step, get_framework
 from generate.journal import FailureLog, Journal, call_seed
@@ -48,15 +41,15 @@ log = logging.getLogger(__name__)
 
 # Settings that change what a run produces: resuming with different values would mix two runs.
 RESULT_KEYS = ("framework", "model", "dataset", "agents", "rounds", "review_variant", "max_new_tokens",
-               "temperature", "top_p", "seed", "templates", "personas", "engine")
+               "temperature", "top_p", "seed", "templates", "personas")
 # Manifests written before `review_variant` existed name the same choice `review_sees`.
 LEGACY_REVIEW_SEES = {"latest": "public_code", "first": "paper"}
+NOUN = "a run"
 
 
 @dataclass
-class RunConfig:
+class RunConfig(ModelOptions):
     framework: str = field(default="review", metadata={"help": "single | teacher | debate | discussion | review"})
-    model: str = field(default="smollm2-135m-instruct", metadata={"help": "hf:<id|dir>, openai:<model>, vllm:<model> or an alias"})
     dataset: str = field(default="default", metadata={"help": "default, scifi100, or a .json/.jsonl path"})
     out: str = field(default="runs/review", metadata={"help": "output directory"})
     limit: int | None = field(default=None, metadata={"help": "N prompts only, taken across aspects in turn"})
@@ -69,20 +62,9 @@ class RunConfig:
     top_p: float = 0.9
     seed: int = 0
     chunk_prompts: int = field(default=32, metadata={"help": "prompts advanced together (batch width)"})
-    batch_size: int = field(default=48, metadata={"help": "hf: sequences per forward pass"})
-    engine: str = field(default="fast", metadata={
-        "help": "hf: fast (our decode loops) | generate (transformers generate(), the engine before)"})
-    base_url: str | None = field(default=None, metadata={"help": "openai: server URL (else OPENAI_BASE_URL)"})
-    api_key: str | None = field(default=None, metadata={"help": "openai: key (else OPENAI_API_KEY)"})
-    concurrency: int = field(default=8, metadata={"help": "openai: requests in flight"})
-    timeout: float = field(default=120.0, metadata={"help": "openai: seconds per request"})
-    retries: int = 5
+    batch_size: int = batch_size_option(48)
     templates: str | None = field(default=None, metadata={"help": "prompt templates YAML"})
     personas: str | None = field(default=None, metadata={"help": "personas YAML"})
-
-    def backend_options(self) -> dict:
-        return backend_options(self.model, batch_size=self.batch_size, base_url=self.base_url, api_key=self.api_key,
-                               concurrency=self.concurrency, timeout=self.timeout, engine=self.engine)
 
 
 @dataclass
@@ -109,15 +91,7 @@ def total_usage(by_agent: dict[str, Usage]) -> Usage:
 
 def finished_prompts(path: Path) -> set[str]:
     """Prompts whose stories are all on disk; a partial group (torn write) is dropped first."""
-    repair_jsonl(path)
-    rows = list(read_jsonl(path))
-    counts = Counter(r["prompt_id"] for r in rows)
-    complete = {pid for pid, n in counts.items() if any(r["prompt_id"] == pid and r["n_stories"] == n for r in rows)}
-    if len(complete) != len(counts):
-        kept = [r for r in rows if r["prompt_id"] in complete]
-        log.warning("%s: dropping %d stories of prompts interrupted mid-write", path, len(rows) - len(kept))
-        rewrite_jsonl(path, kept)
-    return complete
+    return done_ids(path, "prompt_id", group_size="n_stories")
 
 
 def result_settings(config: dict) -> dict:
@@ -130,39 +104,12 @@ def result_settings(config: dict) -> dict:
     return out
 
 
-def check_resumable(out: Path, cfg: RunConfig, texts: dict[str, dict[str, str]] | None = None) -> None:
-    """Refuse to add to `out` a run whose results would differ from what it holds: other settings,
-    or another text behind a name it used. `texts`: manifest field -> {name: SHA-256}, e.g.
-    `{"prompts": {prompt_id: hash}, "template_sha256": {template: hash}}`."""
-    manifest = out / "manifest.json"
-    if not manifest.exists():
-        return
-    data = json.loads(manifest.read_text())
-    old, new = result_settings(data.get("config", {})), result_settings(asdict(cfg))
-    diff = [k for k in RESULT_KEYS if k in old and k in new and old[k] != new[k]]
-    if diff:
-        k = diff[0]
-        raise UsageError(f"{out} holds a run made with {k}={old[k]!r} (now {new[k]!r}); "
-                         "use another --out to start a new run")
+def check_resumable(run: Resumable, cfg: RunConfig, texts: dict[str, dict[str, str]] | None = None) -> None:
+    """Refuse to add to `run` stories that would differ from those it holds: other settings, or
+    another text behind an id it used (`texts`: manifest field -> {id: SHA-256})."""
+    run.check_settings(asdict(cfg), result_settings)
     for field_name, hashes in (texts or {}).items():
-        before = data.get(field_name) or {}
-        changed = sorted(name for name, h in hashes.items() if before.get(name, h) != h)
-        if changed:
-            raise UsageError(f"{out} holds a run made with another text for {', '.join(changed)} ({field_name}); "
-                             "use another --out to start a new run")
-
-
-def check_numerics(out: Path, backend: Backend) -> None:
-    """Refuse to add stories computed otherwise than those `out` holds: the hf backend picks bf16
-    or float32 by the CPU, so the same command resumed on another machine would sample from other
-    logits and mix both in one run."""
-    manifest = out / "manifest.json"
-    if not manifest.exists():
-        return
-    change = numerics_change(json.loads(manifest.read_text()).get("backend"), backend.numerics())
-    if change:
-        raise UsageError(f"{out} holds stories made with {change} (the backend picks it by the machine); "
-                         "finish the run on a machine like the first, or use another --out")
+        run.check_texts(field_name, hashes)
 
 
 class PromptsFailed(PartialFailure):
@@ -217,7 +164,7 @@ class Runner:
     @property
     def model(self) -> Model:
         if self._model is None:
-            self._model = load_model(self.cfg.model, retries=self.cfg.retries, **self.cfg.backend_options())
+            self._model = self.cfg.load_model()
         return self._model
 
     def run(self) -> Path:
@@ -229,23 +176,26 @@ class Runner:
                 failed.jsonl, not in the stories.
             OutputLocked: another live process is writing to the same output directory.
         """
-        with output_lock(self.out):  # one writer per directory, taken before anything is read
-            return self._run()
+        with resumable(self.out, NOUN) as run:  # one writer per directory, taken before anything is read
+            return self._run(run)
 
-    def _run(self) -> Path:
-        check_resumable(self.out, self.cfg, {"prompts": self.prompt_sha256, "template_sha256": {
-            name: sha256_text(text) for name, text in self.prompts.texts().items()}})
-        self.out.mkdir(parents=True, exist_ok=True)
+    def texts(self) -> dict[str, dict[str, str]]:
+        """The texts behind the run's ids, by manifest field: each prompt's and each template's."""
+        return {"prompts": self.prompt_sha256, "template_sha256": text_hashes(self.prompts.texts())}
+
+    def _run(self, run: Resumable) -> Path:
+        check_resumable(run, self.cfg, self.texts())
         stories = self.out / "stories.jsonl"
-        done = finished_prompts(stories)
+        done = run.done(stories.name, "prompt_id", group_size="n_stories")
         todo = [t for t in self.tasks if t.id not in done]
         log.info("%s: %d prompts, %d already done, %d to run", self.cfg.framework, len(self.tasks),
                  len(self.tasks) - len(todo), len(todo))
-        if todo:
-            check_numerics(self.out, self.model.backend)
+        if todo:  # bf16 or float32 by the CPU: the same command on another machine samples from other logits
+            run.check_provenance("backend numerics", run.recorded.get("backend") or {},
+                                 self.model.backend.numerics(), NUMERICS_ADVICE)
         # Phase costs of the earlier invocations (the journal replays their calls), kept and added to.
         carried = recorded_phases(self.out) if (self.out / "calls.jsonl").is_file() else {}
-        if todo or not (self.out / "manifest.json").is_file():  # a finished run keeps the manifest that made it
+        if run.needs_manifest(todo):
             write_manifest(self.out, kind="generation", config=asdict(self.cfg), seed=self.cfg.seed,
                            templates=self.prompts.texts(),
                            extra={"backend": self.model.backend.describe() if todo else None,
@@ -260,10 +210,9 @@ class Runner:
                           disable=len(todo) <= size):
             chunk = todo[start:start + size]
             append_jsonl(stories, self._run_chunk(chunk, journal, failures))
-            update_manifest(self.out, {"phases": self.profile.to_json()})
+            run.record({"phases": self.profile.to_json()})
         if before is not None:  # what the faults of this invocation cost, by cause
-            update_manifest(self.out, {"reliability": self.model.stats.since(before).to_json(),
-                                       "peak_rss_gb": machine.peak_rss_gb()})
+            run.record({"reliability": self.model.stats.since(before).to_json(), "peak_rss_gb": machine.peak_rss_gb()})
         if self.failed:
             log.warning("%d prompt(s) failed (reasons in %s): %s", len(self.failed), self.failed_path,
                         "; ".join(f"{pid}: {why}" for pid, why in self.failed.items()))

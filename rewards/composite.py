@@ -1,6 +1,6 @@
 """Score a batch with a recipe's rewards outside the trainer, combined exactly as trl combines them.
 
-Used by the held-out evaluation (`scripts/heldout_reward.py`) and the trainer's start-up check, so
+Used by the held-out evaluation (`review-lab heldout`) and the trainer's start-up check, so
 "the same composite reward" means the same callables, the same treatment of failed values (each
 filled with its prompt group's mean, `rewards.groups.fill_group_means`, as our trainer does) and
 the same weighted, None-skipping sum: trl turns None into NaN and takes

@@ -71,8 +71,8 @@ class RewardContext:
             metrics = StoryMetrics.load(reference_dir, self.encoder(embedder), kl_alpha=kl_alpha,
                                         max_chunks=max_chunks, seed=seed)
             if metrics.reference is None:
-                raise UsageError("reference rewards (kl, novelty_cos, volume_gain) need the reference corpus: set "
-                                 "SCIFI_REFERENCE_DIR or the reward option reference_dir")
+                raise UsageError("reference rewards (kl, novelty_cos, volume_gain) need the reference corpus: run "
+                                 "`review-lab corpus fetch`, or set SCIFI_REFERENCE_DIR or the reward's reference_dir")
             self._metrics[key] = metrics
         return self._metrics[key]
 

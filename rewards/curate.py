@@ -1,8 +1,9 @@
-"""Curate preference pairs from candidate stories with five agents (arXiv 2508.21476, section 3.1).
+"""`review-lab curate`: preference pairs from candidate stories, curated by five agents (arXiv
+2508.21476, section 3.1). `python -m rewards.curate` is an alias.
 
-    python -m rewards.curate --candidates runs/benchmark/single/stories.jsonl runs/benchmark/review/stories.jsonl \
+    review-lab curate --candidates runs/benchmark/single/stories.jsonl runs/benchmark/review/stories.jsonl \
         --model smollm2-135m-instruct --reference-dir ../shared/data/scifi-reference/texts --out runs/curation
-    python -m rewards.curate --config my.yaml --without reflect --out runs/curation_no_reflect   # an ablation
+    review-lab curate --config my.yaml --without reflect --out runs/curation_no_reflect   # an ablation
 
 Outputs in --out: judgments.jsonl (every agent's output, initial and final verdict, per response),
 preferences.jsonl (trl preference pairs, same prompt only), failed.jsonl, calls.jsonl (the call
@@ -18,9 +19,13 @@ from generate.common.cli import run_cli
 from generate.common.config import parse_config
 from rewards.curation import CurateConfig, Curator
 
+EXAMPLE = ("review-lab curate --candidates runs/benchmark/single/stories.jsonl runs/benchmark/review/stories.jsonl "
+           "--out runs/curation")
+
 
 def main(argv: Sequence[str] | None = None) -> int:
-    cfg = parse_config(CurateConfig, argv, prog="python -m rewards.curate", description=__doc__.split("\n")[0])
+    cfg = parse_config(CurateConfig, argv, prog="review-lab curate", description=__doc__.split("\n\n")[0],
+                       example=EXAMPLE)
     Curator(cfg).run()
     return 0
 

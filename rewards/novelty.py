@@ -1,7 +1,7 @@
 """Reference-corpus novelty rewards: the paper's three judge-free metrics, as training rewards.
 
 Each reward is the evaluation's own computation (`eval.metrics.story.StoryMetrics.measure`) on
-the completions, so a reward value equals the number `python -m eval` reports for that story.
+the completions, so a reward value equals the number `review-lab eval` reports for that story.
 Reference options (`reference_dir`, `embedder`, `max_chunks`) pick the corpus; rewards with equal
 options share one loaded corpus and, within a step, one encoder pass (both held by the
 `RewardContext`). A completion without a value (empty, no words) gets None.

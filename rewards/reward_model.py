@@ -1,95 +1,21 @@
 """The `reward_model` reward: a trained Bradley-Terry reward model's scalar score of each completion.
 
-The model is what `train/reward_model.py` saves (`<output_dir>/merged`: a sequence-classification
-checkpoint with one output, the LoRA merged in). A completion is scored exactly as trl's
-`RewardTrainer` scored the pairs it trained on: the chat template applied to the writer's request
-plus the completion as the assistant turn (plain text: prompt + completion + EOS), right-padded,
-the score read at the last non-pad token. All completions of a step go through the model in
-batches of `batch_size` (one forward pass for a GRPO step of up to `batch_size` completions).
-The raw score is a logit: its scale is arbitrary and its differences within a prompt group are
-what GRPO uses, so weight it against the other rewards after looking at its spread.
-
-A completion longer than `max_length` tokens (default: the model's context) gets None, a failed
-value (no advantage), never a truncated score. The loaded model is cached in the reward context,
-one per (directory, device), shared by every reward of a trainer.
+A thin wrapper over the evaluation's scorer (`eval.scorers.reward_model.RewardModelScorer`): each
+completion is scored as the reward model was trained (the writer's request plus the completion,
+chat template, right-padded), all completions of a step in batches of `batch_size` (one forward
+pass for a GRPO step of up to `batch_size` completions). The raw score is a logit: its scale is
+arbitrary and its differences within a prompt group are what GRPO uses, so weight it against the
+other rewards after looking at its spread. A completion longer than `max_length` tokens gets None
+(no advantage), never a truncated score. The loaded model is cached in the reward context, one per
+(directory, device), shared by every reward of a trainer.
 """
 
 from __future__ import annotations
 
-import threading
-from pathlib import Path
-from typing import Any
-
-import torch
-
-from generate.common.errors import UsageError
+from eval.scorers.reward_model import RewardModelScorer, resolve_rm_dir
 from rewards.context import RewardContext
 from rewards.registry import reward
 from rewards.text import completion_text
-
-MERGED_DIR = "merged"
-
-
-def resolve_rm_dir(model_dir: str | Path) -> Path:
-    """The checkpoint inside a reward-model run: `<dir>/merged` when present, else `dir` itself."""
-    path = Path(model_dir)
-    if (path / MERGED_DIR / "config.json").is_file():
-        return path / MERGED_DIR
-    if (path / "config.json").is_file():
-        return path
-    raise UsageError(f"no reward model in {model_dir} (expected config.json there or in {MERGED_DIR}/); "
-                     "train one with train/reward_model.py")
-
-
-class RewardModelScorer:
-    """A reward model on one device, scoring (prompt, completion) pairs in right-padded batches."""
-
-    def __init__(self, model_dir: str | Path, device: str = "auto", dtype: str = "float32"):
-        from transformers import AutoModelForSequenceClassification, AutoTokenizer
-
-        self.path = resolve_rm_dir(model_dir)
-        self.device = ("cuda" if torch.cuda.is_available() else "cpu") if device == "auto" else device
-        self.tokenizer = AutoTokenizer.from_pretrained(self.path)
-        if self.tokenizer.pad_token is None:
-            self.tokenizer.pad_token = self.tokenizer.eos_token
-        self.model = AutoModelForSequenceClassification.from_pretrained(self.path, dtype=getattr(torch, dtype))
-        self.model.config.pad_token_id = self.tokenizer.pad_token_id
-        self.model.to(self.device).eval()
-        self.context_length = getattr(self.model.config, "max_position_embeddings", None)
-        self._lock = threading.Lock()
-
-    def encode(self, prompt: Any, completion: str) -> list[int]:
-        """Token ids as trl's RewardTrainer builds them for a pair's `prompt + chosen`."""
-        if isinstance(prompt, str):
-            text = prompt + completion
-            if not text.endswith(self.tokenizer.eos_token):
-                text += self.tokenizer.eos_token
-            return self.tokenizer(text=text)["input_ids"]
-        messages = list(prompt) + [{"role": "assistant", "content": completion}]
-        return list(self.tokenizer.apply_chat_template(messages, tokenize=True, return_dict=True)["input_ids"])
-
-    @torch.inference_mode()
-    def score(self, prompts: list[Any], completions: list[str], batch_size: int = 16,
-              max_length: int | None = None) -> list[float | None]:
-        """One scalar per (prompt, completion); None for a sequence longer than `max_length`."""
-        limit = max_length or self.context_length
-        ids = [self.encode(p, c) for p, c in zip(prompts, completions, strict=True)]
-        out: list[float | None] = [None] * len(ids)
-        order = sorted((i for i in range(len(ids)) if limit is None or len(ids[i]) <= limit), key=lambda i: len(ids[i]))
-        pad = self.tokenizer.pad_token_id
-        for start in range(0, len(order), max(1, batch_size)):
-            idx = order[start:start + batch_size]
-            width = max(len(ids[i]) for i in idx)
-            batch = torch.full((len(idx), width), pad, dtype=torch.long)
-            mask = torch.zeros((len(idx), width), dtype=torch.long)
-            for row, i in enumerate(idx):  # right padding, as trl's preference collator
-                batch[row, :len(ids[i])] = torch.tensor(ids[i])
-                mask[row, :len(ids[i])] = 1
-            with self._lock:
-                logits = self.model(input_ids=batch.to(self.device), attention_mask=mask.to(self.device)).logits
-            for row, i in enumerate(idx):
-                out[i] = float(logits[row, 0])
-        return out
 
 
 def scorer_for(context: RewardContext, model_dir: str, device: str, dtype: str) -> RewardModelScorer:

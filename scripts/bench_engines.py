@@ -1,13 +1,13 @@
-"""Benchmark the generation engines on the same Review run: the lockstep `generate()` path of
-before and the default `fast` engine, against the raw decode ceiling measured in this script.
+"""Benchmark the hf backend's paths on the same Review run: transformers' lockstep `generate()`
+(`path="generate"`) and our default `fast` path, against the raw decode ceiling measured here.
 
     python scripts/bench_engines.py --prompts 6 --max-new-tokens 64 --batch-size 48
 
-Each engine runs LLM Review (3 agents, 3 rounds) on the same prompts and seeds, through the real
+Each path runs LLM Review (3 agents, 3 rounds) on the same prompts and seeds, through the real
 runner (phases, journal, cleaning) into a temporary directory. The ceiling is `generate()` on
 `--batch-size` independent short prompts for `--ceiling-tokens` tokens each (every token counts,
 no prompt reuse, no phases): the most a batched transformers engine gives on this machine.
-Runner efficiency = an engine's completion tokens per second / the ceiling's. The last line is
+Runner efficiency = a path's completion tokens per second / the ceiling's. The last line is
 the ratio fast / lockstep in stories per minute.
 """
 
@@ -39,7 +39,7 @@ class BenchConfig:
     batch_size: int = 48
     rounds: int = 3
     ceiling_tokens: int = 128
-    engines: list[str] = field(default_factory=lambda: ["generate", "fast"])
+    paths: list[str] = field(default_factory=lambda: ["generate", "fast"])  # the hf backend's `path` option
 
 
 def ceiling(backend, n: int, tokens: int) -> float:
@@ -56,9 +56,9 @@ def ceiling(backend, n: int, tokens: int) -> float:
     return n * tokens / (time.perf_counter() - start)
 
 
-def review_run(backend, cfg: BenchConfig, engine: str, out: Path) -> dict:
+def review_run(backend, cfg: BenchConfig, out: Path) -> dict:
     run = RunConfig(framework="review", model=cfg.model, dataset=cfg.dataset, limit=cfg.prompts, rounds=cfg.rounds,
-                    max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, engine=engine, out=str(out))
+                    max_new_tokens=cfg.max_new_tokens, batch_size=cfg.batch_size, out=str(out))
     start = time.perf_counter()
     path = Runner(run, model=Model(backend)).run()
     seconds = time.perf_counter() - start
@@ -73,7 +73,7 @@ def review_run(backend, cfg: BenchConfig, engine: str, out: Path) -> dict:
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(BenchConfig, argv, prog="python scripts/bench_engines.py", description=__doc__.split("\n")[0])
     logging.getLogger().setLevel(logging.WARNING)
-    plain = load_backend(cfg.model, batch_size=cfg.batch_size, engine="generate")  # the model as loaded
+    plain = load_backend(cfg.model, batch_size=cfg.batch_size, path="generate")  # the model as loaded
     m = machine.describe()
     print(f"machine: {m['cpu']}, {m['cores']} cores, {', '.join(m['isa']) or 'no listed ISA'}; "
           f"model in {plain.describe()['dtype']} (the numbers below hold for this kind of machine only)")
@@ -82,12 +82,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"raw ceiling: generate() on {cfg.batch_size} x {cfg.ceiling_tokens} tokens: {top:.1f} tokens/s")
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for engine in cfg.engines:
-            # An engine prepares its own model (`fast` packs the linear weights): one backend each.
-            backend = plain if engine == "generate" else load_backend(cfg.model, batch_size=cfg.batch_size,
-                                                                       engine=engine)
-            r = results[engine] = review_run(backend, cfg, engine, Path(tmp) / engine)
-            print(f"{engine}: review, {cfg.prompts} prompts, {r['calls']} calls, {r['completion_tokens']:,} completion "
+        for path in cfg.paths:
+            # A path prepares its own model (`fast` may pack the linear weights): one backend each.
+            backend = plain if path == "generate" else load_backend(cfg.model, batch_size=cfg.batch_size, path=path)
+            r = results[path] = review_run(backend, cfg, Path(tmp) / path)
+            print(f"{path}: review, {cfg.prompts} prompts, {r['calls']} calls, {r['completion_tokens']:,} completion "
                   f"+ {r['prompt_tokens']:,} prompt tokens: {r['seconds']:.1f} s, {r['stories_per_min']:.2f} stories/min, "
                   f"{r['tokens_per_s']:.1f} completion tokens/s, runner efficiency {r['tokens_per_s'] / top:.2f}")
     if {"generate", "fast"} <= set(results):

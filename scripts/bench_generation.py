@@ -3,7 +3,7 @@
 Runs LLM Review on the same prompts with the embedded default writer twice: phase-batched
 (every call of a phase, across prompts and agents, goes to the model together) and sequential
 (one call at a time, as the authors' public code does). Prints stories per minute for both;
-the last line is their ratio (target on a 2-core CPU: >= 3).
+the last line is their ratio.
 
     python scripts/bench_generation.py --prompts 6 --max-new-tokens 64
 """
@@ -16,7 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from generate.backends import Model, load_backend
+from generate.backends import Model, load_backend, resolve_spec
+from generate.backends.hf.backend import PATHS
 from generate.runner import RunConfig, Runner
 
 
@@ -39,9 +40,10 @@ def main() -> None:
     parser.add_argument("--max-new-tokens", type=int, default=64)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batch-size", type=int, default=16)
+    parser.add_argument("--path", choices=PATHS, default="fast", help="the hf backend's path (hf models only)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    backend = load_backend(args.model)
+    backend = load_backend(args.model, **({"path": args.path} if resolve_spec(args.model)[0] == "hf" else {}))
     with tempfile.TemporaryDirectory() as tmp:
         batched = run_once(backend, Path(tmp) / "batched", args, batch=args.batch_size, chunk=args.prompts)
         sequential = run_once(backend, Path(tmp) / "sequential", args, batch=1, chunk=1)

@@ -21,7 +21,6 @@ The last line printed is always `volume_gain speedup: <ratio>x`.
 from __future__ import annotations
 
 import argparse
-import os
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eval.corpus.resolve import reference_dir
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.judge_throughput import measure_judge_throughput
 from eval.metrics import CosineNovelty, UnigramReference, VolumeGain, naive_volume_gain, unigram_kl
@@ -117,7 +117,7 @@ def bench_cheap_metrics(
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print one line per measurement, the speedup line last."""
     parser = argparse.ArgumentParser(prog="python -m scripts.bench_novelty", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--reference-dir", help="directory of .txt works (default: $SCIFI_REFERENCE_DIR or shared/)")
+    parser.add_argument("--reference-dir", help="directory of .txt works (default: as every command, else shared/)")
     parser.add_argument("--embedder", default=DEFAULT_EMBEDDER, help="encoder name (default: %(default)s)")
     parser.add_argument("--max-chunks", type=int, help="embed a seeded sample of this many chunks (quick runs)")
     parser.add_argument("--stories", type=int, default=5, help="synthetic stories to score (default: %(default)s)")
@@ -136,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.judge_stories < 0 or args.judge_samples < 1:
         raise UsageError("--judge-stories must be >= 0 and --judge-samples >= 1")
 
-    directory = args.reference_dir or os.environ.get("SCIFI_REFERENCE_DIR") or _DEFAULT_REFERENCE
+    directory = reference_dir(args.reference_dir) or _DEFAULT_REFERENCE
     embedder = Embedder(args.embedder)
     try:
         corpus = ReferenceCorpus.load(directory, embedder, max_chunks=args.max_chunks, seed=args.seed)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.abc
 import ipaddress
 import os
 import socket
+import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +18,19 @@ os.environ["HF_HUB_OFFLINE"] = "1"
 REPO = Path(__file__).resolve().parent.parent
 SHARED = REPO.parent / "shared"
 SCIFI100 = Path(os.environ.get("SCIFI100_PATH", SHARED / "data" / "scifi100.json"))
+BLOCK_CPU = "REVIEW_LAB_BLOCK_CPU"  # =1: run as if generate/backends/cpu/ could not be imported
+
+
+class _NoCpuFolder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name == "generate.backends.cpu" or name.startswith("generate.backends.cpu."):
+            raise ImportError(f"{name} is blocked ({BLOCK_CPU}=1)")
+        return None
+
+
+if os.environ.get(BLOCK_CPU) == "1":  # tests/generate/test_without_cpu.py; the folder's own tests are left out
+    sys.meta_path.insert(0, _NoCpuFolder())
+    collect_ignore = [f"generate/test_{name}.py" for name in ("attention", "fused", "packed")]
 
 
 def _loopback(address) -> bool:

@@ -2,7 +2,7 @@
 
 The policy is trained on exactly the request a single-agent writer gets at evaluation time
 (`PromptSet.writer_messages`, the one place it is built), so a trained writer drops into
-`python -m generate` unchanged. Extra columns reach the reward functions: `prompt_id` groups
+`review-lab generate` unchanged. Extra columns reach the reward functions: `prompt_id` groups
 siblings (group_diversity, failure imputation), `task_prompt` is the bare task (surprisal's
 context), `aspect` is kept for analysis.
 """

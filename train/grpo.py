@@ -6,9 +6,9 @@ recipe's rewards (`rewards/`: judge quality, reference novelty, sibling diversit
 penalty; weighted by `reward_weights`, optionally quality-gated) and moves the policy towards the
 stories that beat their siblings. Prompts are the single-agent writer prompts of the training
 part of a by-prompt, aspect-stratified split; the held-out prompts (`<output_dir>/split.json`)
-are for `scripts/heldout_reward.py`. Outputs: the LoRA adapter in `<output_dir>`, the merged
-model in `<output_dir>/merged` (`python -m generate --model hf:<output_dir>/merged`),
-`trainer_state.json` (per-reward curves: `scripts/plot_rewards.py`) and `manifest.json`.
+are for `review-lab heldout`. Outputs: the LoRA adapter in `<output_dir>`, the merged
+model in `<output_dir>/merged` (`review-lab generate --model hf:<output_dir>/merged`),
+`trainer_state.json` (per-reward curves: `review-lab plot-rewards`) and `manifest.json`.
 
 Launch (one recipe per experiment, any recipe field can be overridden on the command line):
 
@@ -40,8 +40,8 @@ import torch
 from trl import GRPOConfig, ModelConfig, TrlParser, get_peft_config
 
 from eval.rubric import load_rubric
-from generate.backends.hf import cpu_supports_bf16
 from generate.common.cli import run_cli
+from generate.common.machine import cpu_supports_bf16
 from generate.common.manifest import write_manifest
 from generate.datasets import load_dataset
 from generate.prompts import load_prompts
@@ -146,8 +146,8 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
 def cpu_precision(training_args: GRPOConfig, model_args: ModelConfig) -> list[str]:
     """Overrides that train in float32 where the config asks for bf16 on a CPU without native bf16.
 
-    There bf16 is emulated: correct, but two steps of the CPU recipe (`dtype: bfloat16`, `bf16:
-    true`) took 363 s on an AVX2-only EPYC. The hf backend already infers in float32 on such a CPU
+    There bf16 is emulated: correct, but several times slower (docs/performance.md measures it on
+    an AVX2-only CPU). The hf backend already infers in float32 on such a CPU
     (`pick_dtype`); training follows it, says so in the log, and the manifest records the effective
     settings. Returned as command-line overrides, so the arguments are parsed again whole (the
     trainer's mixed precision is derived from `bf16` when its arguments are built).

@@ -3,7 +3,7 @@
 The writer may be named like everywhere else in the project (the alias `smollm2-135m-instruct`,
 `hf:<dir>`) or as a plain hub id / directory. After training, the LoRA adapter is merged into a
 fresh copy of the base model and saved with its tokenizer in `<output_dir>/merged`, a plain
-transformers checkpoint that `python -m generate --model hf:<output_dir>/merged` loads.
+transformers checkpoint that `review-lab generate --model hf:<output_dir>/merged` loads.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 trl's `RewardTrainer` puts a one-output head on the base model (`AutoModelForSequenceClassification`,
 num_labels=1) and minimises -log sigma(r(x, chosen) - r(x, rejected)) over the pairs that
-`python -m rewards.curate` wrote (`preferences.jsonl`: the writer's chat request, chosen and
+`review-lab curate` wrote (`preferences.jsonl`: the writer's chat request, chosen and
 rejected stories). LoRA r=16, lr 2e-4, cosine schedule, warmup 0.1: the paper's settings (A.1);
 the head is trained in full (peft's SEQ_CLS task saves it with the adapter).
 
@@ -13,9 +13,11 @@ model, so it is the number the reward will reproduce. Outputs in `output_dir`: t
 `merged/` (the model the reward loads), `split.json`, `metrics.json` (held-out accuracy, mean
 margin, the decision threshold, pair counts, training seconds), `trainer_state.json`, `manifest.json`.
 
-    accelerate launch train/reward_model.py --config configs/rm/smollm2_cpu.yaml
-    accelerate launch train/reward_model.py --config configs/rm/smollm2_cpu.yaml \
+    review-lab reward-model --config configs/rm/smollm2_cpu.yaml
+    review-lab reward-model --config configs/rm/smollm2_cpu.yaml \
         --preferences runs/curation/preferences.jsonl --output_dir runs/rm/mine
+
+(`review-lab reward-model ARGS` is `accelerate launch train/reward_model.py ARGS`.)
 """
 
 from __future__ import annotations
@@ -30,12 +32,12 @@ import torch
 from datasets import Dataset
 from trl import ModelConfig, RewardConfig, RewardTrainer, TrlParser, get_peft_config
 
+from eval.scorers.reward_model import MERGED_DIR, RewardModelScorer
 from generate.common.cli import run_cli
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import sha256_bytes, sha256_text, write_manifest
 from generate.datasets import Task
-from rewards.reward_model import MERGED_DIR, RewardModelScorer
 from train.model import resolve_model_path
 from train.split import Split, split_tasks
 
@@ -48,7 +50,7 @@ class RMScriptArguments:
     """Which preference pairs to train on and how to hold prompts out."""
 
     preferences: list[str] = field(default_factory=lambda: ["runs/curation/preferences.jsonl"],
-                                   metadata={"help": "preferences.jsonl files written by python -m rewards.curate"})
+                                   metadata={"help": "preferences.jsonl files written by review-lab curate"})
     eval_fraction: float = field(default=0.25, metadata={"help": "share of prompts held out (by aspect)"})
     split_seed: int = field(default=0, metadata={"help": "seed of the by-prompt split"})
     save_merged: bool = field(default=True, metadata={"help": "save the merged model in <output_dir>/merged"})
@@ -58,7 +60,7 @@ def load_pairs(paths: list[str]) -> list[dict]:
     pairs = []
     for path in paths:
         if not Path(path).is_file():
-            raise UsageError(f"preferences file not found: {path} (write one with python -m rewards.curate)")
+            raise UsageError(f"preferences file not found: {path} (write one with review-lab curate)")
         pairs.extend(read_jsonl(path))
     if not pairs:
         raise UsageError(f"no preference pairs in {', '.join(paths)}: the curation found no good/bad pair of "

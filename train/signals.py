@@ -1,14 +1,14 @@
-"""The steps that prepare the second paper's two reward signals for `scripts/end_to_end.py`.
+"""The steps that prepare the second paper's two reward signals for `review-lab story`.
 
 Each step is one of the project's own commands run as a subprocess (so each writes its manifest
 and resumes on its own), skipped when its output is already complete:
 
 1. candidates: the base writer as single agent on training prompts only, at three temperatures
    (the curator needs good and bad answers to the same prompt), unless candidate runs are given;
-2. curation (`python -m rewards.curate`) -> preferences.jsonl;
+2. curation (`review-lab curate`) -> preferences.jsonl;
 3. the Bradley-Terry reward model (`train/reward_model.py`);
 4. weak labels from the classic corpus and the adversarial principle optimisation
-   (`python -m rewards.principles weak-labels / optimize`).
+   (`review-lab principles weak-labels / optimize`).
 
 Candidate prompts are checked against the evaluation prompts by text: no preference pair, hence
 no reward model, ever sees an evaluation prompt.

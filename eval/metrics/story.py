@@ -1,6 +1,6 @@
 """From story texts to rule-based metric values: the one path that evaluation and rewards share.
 
-`python -m eval` and the GRPO rewards (`rewards/`) both call `StoryMetrics`, so a story gets the
+`review-lab eval` and the GRPO rewards (`rewards/`) both call `StoryMetrics`, so a story gets the
 same `kl`, `novelty_cos` and `volume_gain` wherever it is scored: the same sanitising, the same
 chunking (the reference corpus's own chunk size), the same encoder call, the same reference
 objects. Every value that cannot be computed is None *with a reason* (`Measured.missing`), so a
@@ -15,13 +15,13 @@ result: the rewards keep one per training step).
 from __future__ import annotations
 
 import logging
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
+from eval.corpus.resolve import locate_reference, report_unavailable
 from eval.embed import Embedder
 from eval.metrics.homogenization import draft_to_final_similarity, mean_pairwise_similarity
 from eval.metrics.kl import UnigramReference, unigram_kl
@@ -142,15 +142,15 @@ class StoryMetrics:
     @classmethod
     def load(cls, directory: str | Path | None, encoder: Embedder, *, kl_alpha: float = 1.0,
              max_chunks: int | None = None, seed: int = 0) -> StoryMetrics:
-        """Load the corpus in `directory` (else `$SCIFI_REFERENCE_DIR`); without one, every
-        reference metric is missing with the reason and everything else still runs."""
-        directory = directory or os.environ.get("SCIFI_REFERENCE_DIR")
+        """Load the corpus in `directory` (else `$SCIFI_REFERENCE_DIR`, else the fetched copy); without
+        one, every reference metric is missing with the reason and everything else still runs."""
+        where = locate_reference(directory)
         try:
-            if not directory:
-                raise ReferenceUnavailable("pass a directory or set SCIFI_REFERENCE_DIR")
-            corpus = ReferenceCorpus.load(directory, encoder, max_chunks=max_chunks, seed=seed)
+            if where.path is None:
+                raise ReferenceUnavailable(where.missing)
+            corpus = ReferenceCorpus.load(where.path, encoder, max_chunks=max_chunks, seed=seed)
         except ReferenceUnavailable as exc:
-            log.warning("reference metrics unavailable: %s", exc)
+            report_unavailable(log, exc)
             return cls(None, encoder, kl_alpha=kl_alpha, unavailable=str(exc))
         return cls(corpus, encoder, kl_alpha=kl_alpha)
 

@@ -1,7 +1,7 @@
 """The run viewer: one self-contained HTML page to read runs (stories, drafts, feedback, scores).
 
-    python -m eval.view runs/benchmark --out runs/benchmark/view.html
-    python -m eval.view base=runs/story/base tuned=runs/story/tuned --compare runs/story/compare --out view.html
+    review-lab view runs/benchmark --out runs/benchmark/view.html
+    review-lab view base=runs/story/base tuned=runs/story/tuned --compare runs/story/compare --out view.html
 
 `data` gathers the runs into one JSON-ready dict, `page` inlines it with the CSS and JS of
 `static/` into one file; the browser builds the overview at once and each prompt's page (side by

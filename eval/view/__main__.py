@@ -1,32 +1,6 @@
-"""Write the run viewer, one self-contained HTML page (no network needed to open it).
-
-    python -m eval.view RUN_DIR [RUN_DIR ...] [--eval EVAL_DIR] [--compare COMPARE_DIR] --out view.html
-
-A RUN_DIR is a generation output (stories.jsonl, failed.jsonl), optionally named as NAME=DIR, or a
-directory of them (a benchmark's output). Scores come from each run's `eval/` unless --eval names
-one evaluation that scored them all; --compare adds a `scripts/compare.py` output.
-"""
-
-from __future__ import annotations
-
-import argparse
-from collections.abc import Sequence
-
-from eval.view import write_view
+"""`python -m eval.view`: an alias of `review-lab view` (`eval/view/cli.py`)."""
+from eval.view.cli import main
 from generate.common.cli import run_cli
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m eval.view", description=__doc__.split("\n")[0])
-    parser.add_argument("runs", nargs="+", metavar="RUN_DIR", help="run directory, NAME=DIR, or a directory of runs")
-    parser.add_argument("--eval", dest="eval_dir", help="evaluation directory that scored these runs (scores.jsonl)")
-    parser.add_argument("--compare", dest="compare_dir", help="comparison directory (comparison.json)")
-    parser.add_argument("--title", help="page title")
-    parser.add_argument("--out", required=True, help="the HTML file to write")
-    args = parser.parse_args(argv)
-    write_view(args.runs, args.out, args.eval_dir, args.compare_dir, args.title)
-    return 0
-
 
 if __name__ == "__main__":
     run_cli(main)

@@ -2,7 +2,7 @@
 
 The page gets the data once and lays it out in the browser, so this module only reads files and
 joins them: stories with their scores (by story id and writer), prompts across runs (by the hash
-of the prompt text, as `compare.py` pairs them), failed prompts, summaries, plots and an optional
+of the prompt text, as `review-lab compare` pairs them), failed prompts, summaries, plots and an optional
 comparison. Nothing here formats a cell; numbers go out as numbers.
 """
 
@@ -104,7 +104,7 @@ def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir
     Args:
         runs: run directories (`DIR` or `NAME=DIR`; a directory of runs stands for each of them).
         eval_dir: an evaluation that scored these runs' stories; default: each run's own `eval/`.
-        compare_dir: a `compare.py` output directory (comparison.json and its plots).
+        compare_dir: a `review-lab compare` output directory (comparison.json and its plots).
         title: the page title.
     """
     pairs = expand_runs(runs)
@@ -114,61 +114,10 @@ def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir
     eval_dirs = [shared] if shared else [p / "eval" for _, p in pairs if (p / "eval" / "scores.jsonl").is_file()]
     catalog = _catalog(eval_dirs)
     metrics = [*catalog.with_judge_average(), *EXTRA_METRICS]
-    shared_scores = {_score_key(r): r for r in _last_by(read_jsonl(shared / "scores.jsonl"), _score_key)} \
-        if shared else None
-
-    prompts: dict[str, dict] = {}  # prompt_sha256 -> {id, aspect, text}
-    out_runs, stories, failures = [], [], []
+    gathered = _Gathered()
     for index, (label, path) in enumerate(pairs):
-        run_stories = _last_by(read_jsonl(path / "stories.jsonl"), lambda s: s.get("story_id"))
-        own = path / "eval"
-        scores = shared_scores if shared_scores is not None else \
-            {_score_key(r): r for r in _last_by(read_jsonl(own / "scores.jsonl"), _score_key)}
-        matched = []
-        for s in run_stories:
-            sha = s.get("prompt_sha256") or sha256_text(s["prompt"])
-            prompts.setdefault(sha, {"id": s["prompt_id"], "aspect": s.get("aspect") or "", "text": s["prompt"]})
-            score = scores.get((s.get("story_id"), s.get("model"), sha)) or {}
-            matched.append(score)
-            stories.append({"run": index, "prompt": sha, **{k: s.get(k) for k in STORY_FIELDS},
-                            "scores": {m.key: story_value(score, m.key, catalog.aspects) for m in metrics},
-                            "missing": score.get("missing") or ({} if score else {"*": "not evaluated"}),
-                            "judge": score.get("judge"), "notes": score.get("notes"),
-                            "judge_replies": score.get("judge_replies")})
-        manifest = _json(path / "manifest.json") or {}
-        done = {s["prompt_id"] for s in run_stories}
-        for f in read_jsonl(path / "failed.jsonl"):  # ids are unique within a run, not across datasets
-            failures.append({"run": index, "prompt": (manifest.get("prompts") or {}).get(f.get("prompt_id")),
-                             **{k: f.get(k) for k in ("prompt_id", "attempt", "agent", "role", "to", "phase",
-                                                      "reasks", "reason", "time")},
-                             "retried_ok": f.get("prompt_id") in done})
-        scored = [r for r in matched if r]
-        frameworks = sorted({s.get("framework") for s in run_stories if s.get("framework")})
-        summary = summarize_frameworks(scored, catalog) if scored else {}
-        mode_dir = shared or own
-        out_runs.append({
-            "label": label, "dir": str(path), "framework": "/".join(frameworks) or "?",
-            "model": (manifest.get("config") or {}).get("model") or next((s.get("model") for s in run_stories), None),
-            "n_stories": len(run_stories), "n_scored": len(scored),
-            "judge_mode": _judge_mode(mode_dir),
-            "summary": next(iter(summary.values()), {}),
-        })
-        log.info("run %s: %d stories (%d scored) from %s", label, len(run_stories), len(scored), path)
-
-    plot_paths = [d / name for d in eval_dirs for name in EVAL_PLOTS if (d / name).is_file()]
-    comparison = None
-    if compare_dir:
-        cmp = _json(Path(compare_dir) / "comparison.json")
-        if cmp is None:
-            raise UsageError(f"--compare {compare_dir}: no comparison.json")
-        comparison = {**cmp, "plots": [_png(Path(compare_dir) / n) for n in COMPARE_PLOTS
-                                       if (Path(compare_dir) / n).is_file()]}
-    ordered = sorted(prompts.items(), key=lambda kv: (kv[1]["aspect"], kv[1]["id"]))
-    index_of = {sha: i for i, (sha, _) in enumerate(ordered)}
-    for s in stories:
-        s["prompt"] = index_of[s["prompt"]]
-    for f in failures:  # a prompt that failed in every run has no row: the failures table shows it
-        f["prompt"] = index_of.get(f["prompt"])
+        gathered.add_run(index, label, path, shared, catalog, metrics)
+    ordered = gathered.ordered_prompts()
     return {
         "title": title or "Run viewer: " + ", ".join(label for label, _ in pairs),
         # overview: a column per run in the prompt table; summary: a column of the run summary.
@@ -177,10 +126,88 @@ def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir
                      "overview": m.key == JUDGE_AVERAGE or (m.group == RULE and m in catalog.metrics)}
                     for m in metrics],
         "aspects": catalog.aspects,
-        "runs": out_runs,
+        "runs": gathered.runs,
         "prompts": [{"sha": sha, **p} for sha, p in ordered],
-        "stories": stories,
-        "failures": failures,
-        "plots": [_png(p) for p in plot_paths],
-        "comparison": comparison,
+        "stories": gathered.stories,
+        "failures": gathered.failures,
+        "plots": [_png(d / name) for d in eval_dirs for name in EVAL_PLOTS if (d / name).is_file()],
+        "comparison": _comparison(compare_dir),
     }
+
+
+def _comparison(compare_dir: str | None) -> dict | None:
+    """A comparison's JSON with its plots inlined, when the page shows one."""
+    if not compare_dir:
+        return None
+    cmp = _json(Path(compare_dir) / "comparison.json")
+    if cmp is None:
+        raise UsageError(f"--compare {compare_dir}: no comparison.json")
+    return {**cmp, "plots": [_png(Path(compare_dir) / n) for n in COMPARE_PLOTS if (Path(compare_dir) / n).is_file()]}
+
+
+class _Gathered:
+    """The runs' stories, failures and summaries as they are read, joined on prompt identity."""
+
+    def __init__(self) -> None:
+        self.prompts: dict[str, dict] = {}  # prompt_sha256 -> {id, aspect, text}
+        self.runs: list[dict] = []
+        self.stories: list[dict] = []
+        self.failures: list[dict] = []
+        self._shared_scores: dict | None = None
+
+    def add_run(self, index: int, label: str, path: Path, shared: Path | None, catalog: Catalog,
+                metrics: list) -> None:
+        run_stories = _last_by(read_jsonl(path / "stories.jsonl"), lambda s: s.get("story_id"))
+        scores = self._scores(shared or path / "eval", shared is not None)
+        matched = [self._add_story(index, s, scores, catalog, metrics) for s in run_stories]
+        manifest = _json(path / "manifest.json") or {}
+        self._add_failures(index, path, manifest, {s["prompt_id"] for s in run_stories})
+        scored = [r for r in matched if r]
+        frameworks = sorted({s.get("framework") for s in run_stories if s.get("framework")})
+        summary = summarize_frameworks(scored, catalog) if scored else {}
+        self.runs.append({
+            "label": label, "dir": str(path), "framework": "/".join(frameworks) or "?",
+            "model": (manifest.get("config") or {}).get("model") or next((s.get("model") for s in run_stories), None),
+            "n_stories": len(run_stories), "n_scored": len(scored),
+            "judge_mode": _judge_mode(shared or path / "eval"),
+            "summary": next(iter(summary.values()), {}),
+        })
+        log.info("run %s: %d stories (%d scored) from %s", label, len(run_stories), len(scored), path)
+
+    def _scores(self, eval_dir: Path, shared: bool) -> dict:
+        """An evaluation's scores by (story id, writer, prompt hash); a shared one is read once."""
+        if shared and self._shared_scores is not None:
+            return self._shared_scores
+        scores = {_score_key(r): r for r in _last_by(read_jsonl(eval_dir / "scores.jsonl"), _score_key)}
+        if shared:
+            self._shared_scores = scores
+        return scores
+
+    def _add_story(self, index: int, s: dict, scores: dict, catalog: Catalog, metrics: list) -> dict:
+        """Record one story with its scores (and its prompt); return its score record ({} if none)."""
+        sha = s.get("prompt_sha256") or sha256_text(s["prompt"])
+        self.prompts.setdefault(sha, {"id": s["prompt_id"], "aspect": s.get("aspect") or "", "text": s["prompt"]})
+        score = scores.get((s.get("story_id"), s.get("model"), sha)) or {}
+        self.stories.append({"run": index, "prompt": sha, **{k: s.get(k) for k in STORY_FIELDS},
+                             "scores": {m.key: story_value(score, m.key, catalog.aspects) for m in metrics},
+                             "missing": score.get("missing") or ({} if score else {"*": "not evaluated"}),
+                             "judge": score.get("judge"), "notes": score.get("notes"),
+                             "judge_replies": score.get("judge_replies")})
+        return score
+
+    def _add_failures(self, index: int, path: Path, manifest: dict, done: set[str]) -> None:
+        for f in read_jsonl(path / "failed.jsonl"):  # ids are unique within a run, not across datasets
+            self.failures.append({"run": index, "prompt": (manifest.get("prompts") or {}).get(f.get("prompt_id")),
+                                  **{k: f.get(k) for k in ("prompt_id", "attempt", "agent", "role", "to", "phase",
+                                                           "reasks", "reason", "time")},
+                                  "retried_ok": f.get("prompt_id") in done})
+
+    def ordered_prompts(self) -> list[tuple[str, dict]]:
+        """The prompts by aspect and id; stories and failures now point at their index in that order."""
+        ordered = sorted(self.prompts.items(), key=lambda kv: (kv[1]["aspect"], kv[1]["id"]))
+        index_of = {sha: i for i, (sha, _) in enumerate(ordered)}
+        for s in self.stories:
+            s["prompt"] = index_of[s["prompt"]]
+        for f in self.failures:  # a prompt that failed in every run has no row: the failures table shows it
+            f["prompt"] = index_of.get(f["prompt"])
+        return ordered

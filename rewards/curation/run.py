@@ -7,52 +7,58 @@ seed and the call's place, so a re-run rebuilds identical requests and replays e
 call; finished responses (in `judgments.jsonl`) are skipped; a killed run loses only the calls in
 flight. A response whose agent output stays unusable goes to `failed.jsonl` with its reason and the
 command exits 1; a re-run retries it with fresh seeds (drawn from its number of failures).
-`preferences.jsonl` and `manifest.json` are rebuilt from `judgments.jsonl` at the end of every run.
+`preferences.jsonl` and the manifest's `counts` are rebuilt from `judgments.jsonl` at the end of
+every run. Resuming follows `generate.common.resumable`: other settings, curation prompts, backend
+numerics or retrieval sources are refused; the manifest's `progress` follows every chunk.
 """
 
 from __future__ import annotations
 
-import json
 import logging
-import os
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from eval.corpus.resolve import reference_dir, reference_dir_option
 from eval.embed import DEFAULT_EMBEDDER, Embedder
-from generate.backends import Completion, Model, SamplingParams, backend_options, load_model
+from eval.scorers.curation.agents import ABLATABLE, VERDICT_MODES, Settings, curate
+from eval.scorers.curation.prompts import load_curation_prompts
+from eval.scorers.curation.retrieval import Example, RetrievalIndex
+from eval.scorers.curation.scorer import drive_curation, render_examples
+from generate.backends import Model, ModelOptions, SamplingParams
+from generate.backends.options import batch_size_option
 from generate.common.errors import PartialFailure, UsageError
-from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
-from generate.common.lock import output_lock
-from generate.common.manifest import sha256_text, write_manifest
+from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl
+from generate.common.manifest import write_manifest
+from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, settings_of, text_hashes
 from generate.journal import Journal
-from generate.phases import drive
 from generate.prompts import load_prompts
-from rewards.curation.agents import ABLATABLE, VERDICT_MODES, Settings, Step, curate
 from rewards.curation.data import Candidate, agreement, build_pairs, load_candidates
-from rewards.curation.prompts import load_curation_prompts
-from rewards.curation.retrieval import Example, RetrievalIndex
 
 log = logging.getLogger(__name__)
 
 # Settings that change what a run produces: resuming with other values would mix two runs.
 RESULT_KEYS = ("model", "verdict", "without", "k", "exemplar_words", "threshold", "max_items", "max_parse_retries",
                "list_tokens", "verdict_tokens", "temperature", "top_p", "seed")
+NOUN = "a curation"
 
 
 @dataclass
-class CurateConfig:
-    candidates: list[str] = field(default_factory=list, metadata={"help": "stories.jsonl files (or {prompt, response, label} JSONL)"})
+class CurateConfig(ModelOptions):
+    """The curation's settings; `model` plays every agent."""
+
+    candidates: list[str] = field(default_factory=list, metadata={
+        "help": "stories.jsonl files (or {prompt, response, label} JSONL)"})
     out: str = field(default="runs/curation", metadata={"help": "output directory"})
-    model: str = field(default="smollm2-135m-instruct", metadata={"help": "the agents' model (any backend spec)"})
     exemplars: str | None = field(default=None, metadata={"help": "JSONL of trusted {prompt, response} pairs"})
-    reference_dir: str | None = field(default=None, metadata={"help": "classic corpus (default SCIFI_REFERENCE_DIR)"})
+    reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int | None = field(default=2000, metadata={"help": "embed a seeded sample of the corpus"})
     embedder: str = DEFAULT_EMBEDDER
     k: int = field(default=2, metadata={"help": "retrieved examples per prompt (0: no Retrieval agent)"})
     exemplar_words: int = field(default=120, metadata={"help": "words of each retrieved example shown"})
-    without: list[str] = field(default_factory=list, metadata={"help": "ablate agents: positive negative judge reflect"})
+    without: list[str] = field(default_factory=list, metadata={
+        "help": "ablate agents: positive negative judge reflect"})
     verdict: str = field(default="logprob", metadata={"help": "logprob (digit probabilities) | sample (parsed reply)"})
     threshold: float = field(default=0.5, metadata={"help": "judge: good iff P(good) > threshold"})
     max_items: int = 5
@@ -67,12 +73,7 @@ class CurateConfig:
                                                                   "may share the full run's to replay its calls"})
     templates: str | None = field(default=None, metadata={"help": "curation prompts YAML"})
     chunk_responses: int = field(default=32, metadata={"help": "responses advanced together"})
-    batch_size: int = 8
-    base_url: str | None = None
-    api_key: str | None = None
-    concurrency: int = 8
-    timeout: float = 120.0
-    retries: int = 5
+    batch_size: int = batch_size_option(8)
 
     def __post_init__(self) -> None:
         self.without = sorted(set(self.without))
@@ -96,9 +97,7 @@ class Curator:
     @property
     def model(self) -> Model:
         if self._model is None:
-            opts = backend_options(self.cfg.model, batch_size=self.cfg.batch_size, base_url=self.cfg.base_url,
-                                   api_key=self.cfg.api_key, concurrency=self.cfg.concurrency, timeout=self.cfg.timeout)
-            self._model = load_model(self.cfg.model, retries=self.cfg.retries, **opts)
+            self._model = self.cfg.load_model()
         return self._model
 
     def settings(self) -> Settings:
@@ -114,43 +113,56 @@ class Curator:
         Raises:
             PartialFailure: after everything else was written, when responses failed.
         """
-        with output_lock(self.out):  # one writer per directory, taken before anything is read
-            return self._run()
+        with resumable(self.out, NOUN) as run:  # one writer per directory, taken before anything is read
+            return self._run(run)
 
-    def _run(self) -> Path:
+    def _run(self, run: Resumable) -> Path:
         cfg = self.cfg
         candidates = load_candidates(cfg.candidates, cfg.limit)
-        self._check_resumable()
-        self.out.mkdir(parents=True, exist_ok=True)
-        judgments_path, failed_path = self.out / "judgments.jsonl", self.out / "failed.jsonl"
-        for path in (judgments_path, failed_path):
-            repair_jsonl(path)
-        done = {r["key"] for r in read_jsonl(judgments_path)}
+        # Candidates are keyed by their text's hash: another text is another key, never a change.
+        run.check_settings(asdict(cfg), settings_of(RESULT_KEYS))
+        run.check_texts("template_sha256", text_hashes(self.prompts.texts()))
+        failed_path = self.out / "failed.jsonl"
+        done = run.done("judgments.jsonl", "key")
+        repair_jsonl(failed_path)
         attempts = Counter(r["key"] for r in read_jsonl(failed_path))
         todo = [c for c in candidates if c.key not in done]
         log.info("curation: %d candidates, %d already judged, %d to run", len(candidates), len(done), len(todo))
-        index_fp = None
         if todo:
-            settings = self.settings()
-            examples, index_fp = self._retrieve(todo)
-            self._check_index(index_fp)
-            journal = Journal(cfg.journal or self.out / "calls.jsonl")
-            self._write_manifest(index_fp, None)  # now, so an interrupted run says how it was made
-            for start in range(0, len(todo), cfg.chunk_responses):
-                chunk = todo[start:start + cfg.chunk_responses]
-                records, failures = self._run_chunk(chunk, examples, settings, journal, attempts)
-                append_jsonl(judgments_path, records)
-                append_jsonl(failed_path, failures)
+            self._curate(run, todo, attempts)
+        elif run.needs_manifest(todo):
+            self._write_manifest(None)
         keys = {c.key for c in candidates}
-        judgments = [j for j in read_jsonl(judgments_path) if j["key"] in keys]
+        judgments = [j for j in read_jsonl(self.out / "judgments.jsonl") if j["key"] in keys]
         pairs = build_pairs(judgments, self.writer.writer_messages)
-        path = _rewrite_jsonl(self.out / "preferences.jsonl", pairs)
-        self._write_manifest(index_fp, _counts(candidates, judgments, pairs, self.failed))
+        path = self.out / "preferences.jsonl"
+        rewrite_jsonl(path, pairs)  # derived: rebuilt from the judgments every run
+        run.record({"counts": _counts(candidates, judgments, pairs, self.failed)})
         log.info("curation: %d judged, %d pairs -> %s", len(judgments), len(pairs), path)
         if self.failed:
             raise PartialFailure(f"{len(self.failed)} response(s) failed (reasons in {failed_path}); re-run the same "
                                  "command to retry them")
         return path
+
+    def _curate(self, run: Resumable, todo: list[Candidate], attempts: Counter) -> None:
+        """Refuse other numerics or retrieval sources, then curate `todo` chunk by chunk; after each,
+        the manifest's `progress` holds this invocation's judged and failed responses so far."""
+        settings = self.settings()
+        run.check_provenance("backend numerics", run.recorded.get("backend") or {}, self.model.backend.numerics(),
+                             NUMERICS_ADVICE)
+        examples, index_fp = self._retrieve(todo)
+        if "retrieval" in run.recorded:  # another corpus, exemplars or encoder
+            run.check_provenance("retrieval sources", run.recorded["retrieval"], index_fp)
+        journal = Journal(self.cfg.journal or self.out / "calls.jsonl")
+        self._write_manifest(index_fp)  # now, so an interrupted run says how it was made
+        judged = 0
+        for start in range(0, len(todo), self.cfg.chunk_responses):
+            chunk = todo[start:start + self.cfg.chunk_responses]
+            records, failures = self._run_chunk(chunk, examples, settings, journal, attempts)
+            append_jsonl(self.out / "judgments.jsonl", records)
+            append_jsonl(self.out / "failed.jsonl", failures)
+            judged += len(records)
+            run.record({"progress": {"judged": judged, "failed": len(self.failed), "to_run": len(todo)}})
 
     def _retrieve(self, todo: list[Candidate]) -> tuple[dict[str, list[Example]], dict | None]:
         """The k nearest examples of each prompt (by prompt hash), and the index's fingerprint."""
@@ -158,35 +170,20 @@ class Curator:
         if cfg.k == 0:
             return {}, None
         embedder = self._embedder or Embedder(cfg.embedder)
-        index = RetrievalIndex.build(embedder, cfg.exemplars, cfg.reference_dir or os.environ.get("SCIFI_REFERENCE_DIR"),
+        index = RetrievalIndex.build(embedder, cfg.exemplars, reference_dir(cfg.reference_dir),
                                      max_chunks=cfg.reference_max_chunks, seed=cfg.seed)
         prompts = {c.prompt_sha256: c.prompt for c in todo}
         return dict(zip(prompts, index.nearest(list(prompts.values()), embedder, cfg.k))), index.fingerprint
 
-    def _render(self, examples: list[Example]) -> str:
-        items = "\n\n".join(self.prompts.render("example", n=n, source=e.source,
-                                                text=" ".join(e.text.split()[:self.cfg.exemplar_words]))
-                            for n, e in enumerate(examples, 1))
-        return self.prompts.render("examples", items=items) if items else ""
-
     def _run_chunk(self, chunk: list[Candidate], examples: dict[str, list[Example]], settings: Settings,
                    journal: Journal, attempts: Counter) -> tuple[list[dict], list[dict]]:
         t0 = time.perf_counter()
-        gens = {c.key: curate(c.key, c.prompt, c.text, self._render(examples.get(c.prompt_sha256, [])), self.prompts,
-                              settings, attempts[c.key]) for c in chunk}
-        usage = {c.key: Counter() for c in chunk}
-
-        def answer(steps: dict[str, Step]) -> dict[str, list[Completion]]:
-            calls = [(key, call) for key, step in steps.items() for call in step.calls]
-            phases = "/".join(sorted({s.phase for s in steps.values()}))
-            outs = journal.complete(self.model, self.cfg.model, [c.request for _, c in calls], desc=phases)
-            replies: dict[str, list[Completion]] = {key: [] for key in steps}
-            for (key, _), out in zip(calls, outs, strict=True):
-                replies[key].append(out)
-                usage[key].update(calls=1, prompt_tokens=out.prompt_tokens, completion_tokens=out.completion_tokens)
-            return replies
-
-        results = drive(gens, answer)
+        words = self.cfg.exemplar_words
+        gens = {c.key: curate(c.key, c.prompt, c.text, render_examples(self.prompts, examples.get(c.prompt_sha256, []),
+                                                                       words), self.prompts, settings, attempts[c.key])
+                for c in chunk}
+        results, usage = drive_curation(gens, lambda requests, phases: journal.complete(
+            self.model, self.cfg.model, requests, desc=phases))
         seconds = round((time.perf_counter() - t0) / len(chunk), 3)
         records, failures = [], []
         for c in chunk:
@@ -204,38 +201,12 @@ class Curator:
                             "examples": [e.id for e in examples.get(c.prompt_sha256, [])], **result, **cost})
         return records, failures
 
-    def _check_resumable(self) -> None:
-        manifest = self.out / "manifest.json"
-        if not manifest.exists():
-            return
-        old = json.loads(manifest.read_text()).get("config", {})
-        new = asdict(self.cfg)
-        diff = [k for k in RESULT_KEYS if k in old and old[k] != new[k]]
-        if diff:
-            raise UsageError(f"{self.out} holds a curation made with {diff[0]}={old[diff[0]]!r} (now {new[diff[0]]!r}); "
-                             "use another --out")
-        before = json.loads(manifest.read_text()).get("template_sha256", {})
-        now = {k: sha256_text(v) for k, v in self.prompts.texts().items()}
-        if changed := sorted(k for k, h in now.items() if before.get(k, h) != h):
-            raise UsageError(f"{self.out} holds a curation made with another text for {', '.join(changed)}; "
-                             "use another --out")
-
-    def _check_index(self, index: dict | None) -> None:
-        """Refuse to resume against other retrieval sources (another corpus, exemplars or encoder)."""
-        manifest = self.out / "manifest.json"
-        before = json.loads(manifest.read_text()).get("retrieval") if manifest.exists() else None
-        if before is not None and before != index:
-            raise UsageError(f"{self.out} holds a curation made with other retrieval sources ({before}); "
-                             "use another --out")
-
-    def _write_manifest(self, index: dict | None, counts: dict | None) -> None:
-        path = self.out / "manifest.json"
-        previous = json.loads(path.read_text()).get("retrieval") if path.exists() else None
-        write_manifest(self.out, kind="curation", config=asdict(self.cfg), seed=self.cfg.seed,
-                       templates={**self.prompts.texts(), "template:single_write": self.writer.templates["single_write"]},
-                       extra={"retrieval": index or previous, "counts": counts,
+    def _write_manifest(self, index: dict | None) -> None:
+        """How the curation is made; its counts are added at the end of every invocation."""
+        templates = {**self.prompts.texts(), "template:single_write": self.writer.templates["single_write"]}
+        write_manifest(self.out, kind="curation", config=asdict(self.cfg), seed=self.cfg.seed, templates=templates,
+                       extra={"retrieval": index, "counts": None,
                               "backend": self._model.backend.describe() if self._model else None})
-
 
 def _counts(candidates: list[Candidate], judgments: list[dict], pairs: list[dict], failed: dict) -> dict:
     """Counts, verdicts and cost per response, for the manifest and the README's tables."""
@@ -250,11 +221,3 @@ def _counts(candidates: list[Candidate], judgments: list[dict], pairs: list[dict
         "seconds_per_response": round(sum(j["seconds"] for j in judgments) / n, 2) if n else None,
         "agreement_with_labels": agreement(judgments),
     }
-
-
-def _rewrite_jsonl(path: Path, rows: list[dict]) -> Path:
-    """Replace a derived file atomically (it is rebuilt from the judgments every run)."""
-    tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
-    tmp.replace(path)
-    return path

@@ -14,7 +14,8 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from generate.backends import Model, SamplingParams, backend_options, load_model
+from generate.backends import SamplingParams
+from generate.backends.options import ModelOptions as BackendModelOptions
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.journal import derive_seed
@@ -24,25 +25,12 @@ SPLITS = ("optimisation", "heldout")
 
 
 @dataclass
-class ModelOptions:
+class ModelOptions(BackendModelOptions):
     """The model of a subcommand (one model plays every role) and its decoding for free text."""
 
-    model: str | None = field(default="smollm2-135m-instruct", metadata={
-        "help": "hf:<id|dir>, openai:<model>, vllm:<model> or an alias"})
     max_new_tokens: int = field(default=320, metadata={"help": "reply budget of generator and rewrite calls"})
     temperature: float = 0.8
     top_p: float = 0.95
-    batch_size: int = field(default=16, metadata={"help": "hf: sequences per forward pass"})
-    base_url: str | None = field(default=None, metadata={"help": "openai: server URL (else OPENAI_BASE_URL)"})
-    api_key: str | None = field(default=None, metadata={"help": "openai: key (else OPENAI_API_KEY)"})
-    concurrency: int = field(default=8, metadata={"help": "openai: requests in flight"})
-    timeout: float = field(default=120.0, metadata={"help": "openai: seconds per request"})
-    retries: int = 5
-
-    def load_model(self) -> Model:
-        options = backend_options(self.model, batch_size=self.batch_size, base_url=self.base_url,
-                                  api_key=self.api_key, concurrency=self.concurrency, timeout=self.timeout)
-        return load_model(self.model, retries=self.retries, **options)
 
     def params(self) -> SamplingParams:
         return SamplingParams(self.max_new_tokens, self.temperature, self.top_p)

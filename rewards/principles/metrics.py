@@ -11,7 +11,7 @@ never 0. Responses without a verdict (the Detector failed) are counted as `missi
 
 from __future__ import annotations
 
-from rewards.principles.detector import THRESHOLD
+from eval.scorers.principles.detector import THRESHOLD
 
 
 def _ratio(num: int, den: int) -> float | None:

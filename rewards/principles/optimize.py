@@ -1,6 +1,6 @@
 """The adversarial principle optimisation with reflection (arXiv 2508.21476, section 3.2 and A.4).
 
-    python -m rewards.principles optimize --labelled DATA.jsonl --model smollm2-135m-instruct \
+    review-lab principles optimize --labelled DATA.jsonl --model smollm2-135m-instruct \
         --iterations 3 --out runs/principles [--no-reflect] [--verdict logprob|sample]
 
 Iteration 0 measures the starting principles on the held-out split. Each later iteration, with
@@ -21,7 +21,9 @@ its `iteration-NN.yaml` exists (written atomically: principles, strategy, held-o
 attacks and every rewrite, used or not); `metrics.jsonl`, `metrics.png` and `principles.yaml`
 are rebuilt from those files. `principles.yaml` is the LAST iteration: choosing the best one by
 held-out F1 would select on the split that reports the result; any `iteration-NN.yaml` can be
-given to the reward instead. A larger `--iterations` on a finished run continues it.
+given to the reward instead. A larger `--iterations` on a finished run continues it; any other
+option (but the runtime ones, RUNTIME_KEYS), another template, start or labelled file, or other
+backend numerics is refused (`generate.common.resumable`).
 """
 
 from __future__ import annotations
@@ -38,23 +40,28 @@ from pathlib import Path
 import yaml
 
 from eval.plotting import pyplot
+from eval.scorers.principles import Detector, State, default_orders, load_state, load_templates
 from generate.backends import ChatRequest, Completion, Model
 from generate.common.errors import UsageError
 from generate.common.files import write_text_atomic
-from generate.common.lock import output_lock
-from generate.common.manifest import sha256_bytes, sha256_text, write_manifest
+from generate.common.manifest import sha256_bytes, write_manifest
+from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, text_hashes
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions, load_labelled, split_examples
-from rewards.principles.detector import Detector, default_orders
 from rewards.principles.metrics import binary_metrics
 from rewards.principles.protocols import Check, Limits, attack, detect, diagnose, mistakes, revise, run_phases
-from rewards.principles.texts import State, load_state, load_templates
 
 log = logging.getLogger(__name__)
 
 PLOTTED = ("accuracy", "precision", "recall", "f1", "auc")
 # Options that do not change what a run produces; every other one must match to resume a run.
 RUNTIME_KEYS = ("out", "iterations", "batch_size", "base_url", "api_key", "concurrency", "timeout", "retries")
+NOUN = "an optimisation"
+
+
+def result_settings(config: dict) -> dict:
+    """Every option of a config but the runtime ones: a new option changes results unless listed."""
+    return {k: v for k, v in config.items() if k not in RUNTIME_KEYS}
 
 
 @dataclass
@@ -104,44 +111,57 @@ class Optimiser:
             self._model = self.cfg.load_model()
         return self._model
 
-    def result_settings(self) -> dict:
-        settings = {k: v for k, v in asdict(self.cfg).items() if k not in RUNTIME_KEYS}
-        return {**settings, "labelled_sha256": sha256_bytes(Path(self.cfg.labelled).read_bytes()),
-                "templates_sha256": self.templates.sha256(), "start_sha256": sha256_text(self.start.to_yaml())}
+    def texts(self) -> dict[str, dict[str, str]]:
+        """The texts behind the run's names, by manifest field: templates, start, labelled data."""
+        return {"template_sha256": text_hashes({**self.templates.texts(), "start": self.start.to_yaml()}),
+                "data_sha256": {"labelled": sha256_bytes(Path(self.cfg.labelled).read_bytes())}}
 
     def run(self) -> Path:
         """Run (or resume) every iteration; returns the path of the resulting `principles.yaml`."""
-        with output_lock(self.out):  # one writer per directory, taken before anything is read
-            return self._run()
+        with resumable(self.out, NOUN) as run:  # one writer per directory, taken before anything is read
+            return self._run(run)
 
-    def _run(self) -> Path:
-        settings = self.result_settings()
-        manifest = self.out / "manifest.json"
-        if manifest.is_file():
-            old = json.loads(manifest.read_text()).get("result_settings", {})
-            diff = sorted(k for k in settings if k in old and old[k] != settings[k])
-            if diff:
-                raise UsageError(f"{self.out} holds an optimisation made with another {diff[0]}; "
-                                 "use another --out to start a new one")
-        write_manifest(self.out, kind="principle-optimisation", config=asdict(self.cfg), seed=self.cfg.seed,
-                       templates={**self.templates.texts(), "start": self.start.to_yaml()},
-                       extra={"result_settings": settings, "splits": {"optimisation": len(self.opt),
-                                                                      "heldout": len(self.held)}})
+    def _run(self, run: Resumable) -> Path:
+        texts = self._check_resumable(run)
+        todo = [it for it in range(self.cfg.iterations + 1) if not self._path(it).is_file()]
+        if todo:  # bf16 or float32 by the CPU: another machine would continue from other logits
+            run.check_provenance("backend numerics", run.recorded.get("backend") or {},
+                                 self.model.backend.numerics(), NUMERICS_ADVICE)
+        if run.needs_manifest(todo):
+            write_manifest(self.out, kind="principle-optimisation", config=asdict(self.cfg), seed=self.cfg.seed,
+                           templates={**self.templates.texts(), "start": self.start.to_yaml()},
+                           extra={"data_sha256": texts["data_sha256"],
+                                  "splits": {"optimisation": len(self.opt), "heldout": len(self.held)},
+                                  "backend": self.model.backend.describe() if todo else None})
         self.journal = Journal(self.out / "calls.jsonl")
         state = self.start
         for it in range(self.cfg.iterations + 1):
-            path = self.out / f"iteration-{it:02d}.yaml"
-            if path.is_file():
-                state = load_state(path)
+            if it not in todo:
+                state = load_state(self._path(it))
                 continue
             started, self.asked = time.perf_counter(), Counter()
             state, record = self.evaluate(state) if it == 0 else self.iteration(it, state)
             record = {"iteration": it, **record, "requests": dict(self.asked),
                       "seconds": round(time.perf_counter() - started, 1)}
-            write_text_atomic(path, state.to_yaml(**record))
+            write_text_atomic(self._path(it), state.to_yaml(**record))
             log.info("iteration %d: held-out %s", it, _summary(record["heldout"]))
             self.publish()
+            run.record({"last_iteration": it})
         return self.publish()
+
+    def _check_resumable(self, run: Resumable) -> dict[str, dict[str, str]]:
+        """Refuse other settings or texts; returns the texts' hashes."""
+        run.check_settings(asdict(self.cfg), result_settings)
+        texts = self.texts()
+        for field_name, hashes in texts.items():
+            run.check_texts(field_name, hashes)
+        legacy = run.recorded.get("result_settings") or {}  # manifests before `data_sha256` hashed it there
+        if "labelled_sha256" in legacy:
+            run.check_provenance("labelled data", legacy["labelled_sha256"], texts["data_sha256"]["labelled"])
+        return texts
+
+    def _path(self, it: int) -> Path:
+        return self.out / f"iteration-{it:02d}.yaml"
 
     # --- one iteration ---------------------------------------------------------------------------
 
@@ -210,7 +230,7 @@ class Optimiser:
         """Rebuild metrics.jsonl, metrics.png and principles.yaml from the iteration files."""
         records = []
         for it in range(self.cfg.iterations + 1):
-            path = self.out / f"iteration-{it:02d}.yaml"
+            path = self._path(it)
             if not path.is_file():
                 break
             records.append((path, _load_record(path)))

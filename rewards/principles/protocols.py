@@ -26,21 +26,12 @@ from collections.abc import Callable, Generator, Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
+from eval.scorers.principles.detector import THRESHOLD, Detector
+from eval.scorers.principles.texts import State, Templates, fenced, numbered, unfenced
 from generate.backends import ChatRequest, Completion, SamplingParams
 from generate.clean import clean_story
 from generate.phases import drive
-from rewards.principles.detector import THRESHOLD, Detector
-from rewards.principles.texts import (
-    State,
-    Templates,
-    bounded,
-    fenced,
-    numbered,
-    parse_principles,
-    parse_strategy,
-    reply_text,
-    unfenced,
-)
+from rewards.principles.texts import bounded, parse_principles, parse_strategy, reply_text
 
 DIAGNOSIS_WORDS = 60
 LIST_PREFILL = "- "

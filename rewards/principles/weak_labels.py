@@ -1,7 +1,7 @@
-"""`python -m rewards.principles weak-labels`: a weakly labelled set for the principle judge, built
+"""`review-lab principles weak-labels`: a weakly labelled set for the principle judge, built
 from what we have instead of human labels.
 
-    python -m rewards.principles weak-labels --reference-dir ../shared/data/scifi-reference/texts \
+    review-lab principles weak-labels --reference-dir ../shared/data/scifi-reference/texts \
         --works 20 --per-work 2 --out runs/principles/weak.jsonl [--model smollm2-135m-instruct]
 
 - good (label 1): passages of the classic reference corpus: whole sentences, about `--words`
@@ -33,6 +33,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from eval.corpus.resolve import reference_dir, reference_dir_option
+from eval.scorers.principles.texts import Templates, load_state, load_templates
 from eval.text import chunk_words, strip_gutenberg
 from generate.backends import Model
 from generate.common.errors import UsageError
@@ -41,7 +43,6 @@ from generate.common.manifest import write_manifest
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions
 from rewards.principles.protocols import Example, damage, run_phases
-from rewards.principles.texts import Templates, load_state, load_templates
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,7 @@ _NOT_PROSE = re.compile(r"gutenberg|chapter\b|contents\b|https?:|www\.|\[illustr
 @dataclass
 class WeakLabelConfig(ModelOptions):
     model: str | None = field(default=None, metadata={"help": "Generator for model degradations (none: rules only)"})
-    reference_dir: str | None = field(default=None, metadata={"help": "directory of .txt works (SCIFI_REFERENCE_DIR)"})
+    reference_dir: str | None = reference_dir_option()
     out: str = "runs/principles/weak.jsonl"
     works: int | None = field(default=None, metadata={"help": "a seeded sample of this many works (all)"})
     per_work: int = 2
@@ -131,7 +132,7 @@ def corrupt(kind: str, text: str, seed: int, passage_id: str, cliches: tuple[str
 
 def build(cfg: WeakLabelConfig, model: Model | None = None) -> Path:
     """Write the weakly labelled JSONL; returns its path. `model` overrides loading `cfg.model`."""
-    directory = Path(cfg.reference_dir or os.environ.get("SCIFI_REFERENCE_DIR") or "")
+    directory = Path(reference_dir(cfg.reference_dir) or "")
     files = sorted(directory.glob("*.txt")) if str(directory) not in ("", ".") and directory.is_dir() else []
     if len(files) < 2:
         raise UsageError(f"weak labels need a --reference-dir with at least 2 .txt works (got {directory or 'none'})")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from eval.scorers.curation.agents import Settings, curate, parse_items, verdict_probability
+from eval.scorers.curation.prompts import load_curation_prompts
 from generate.backends import Completion
 from generate.phases import drive
-from rewards.curation.agents import Settings, curate, parse_items, verdict_probability
-from rewards.curation.prompts import load_curation_prompts
 from tests.curation.fakes import CurationBackend, verdict_reply
 
 PROMPTS = load_curation_prompts()

@@ -7,9 +7,10 @@ import json
 import numpy as np
 import pytest
 
+from eval.scorers.curation.retrieval import RetrievalIndex
+from eval.scorers.curation.scorer import response_key
 from generate.common.errors import UsageError
-from rewards.curation.data import agreement, build_pairs, load_candidates, response_key
-from rewards.curation.retrieval import RetrievalIndex
+from rewards.curation.data import agreement, build_pairs, load_candidates
 from tests.embedders import CountingEmbedder
 from tests.train.conftest import write_corpus
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from eval.scorers.reward_model import RewardModelScorer, resolve_rm_dir
 from generate.common.errors import UsageError
 from rewards import RewardContext, build_rewards
-from rewards.reward_model import RewardModelScorer, resolve_rm_dir
 from tests.curation.fakes import save_tiny_reward_model
 from tests.train.conftest import chat
 

@@ -110,6 +110,27 @@ def test_resuming_with_other_settings_is_refused(files):
         curate(files, verdict="sample")[0].run()
 
 
+class MachineBackend(CurationBackend):
+    """Verdicts from a backend that, like the hf one, picks its dtype by the machine."""
+
+    NUMERICS = ("dtype",)
+
+    def __init__(self, dtype: str):
+        super().__init__()
+        self.dtype = dtype
+
+    def describe(self) -> dict:
+        return {**super().describe(), "dtype": self.dtype}
+
+
+def test_resuming_on_a_machine_that_computes_in_another_dtype_is_refused(files):
+    curate(files, MachineBackend("bfloat16"), limit=2)[0].run()
+    with pytest.raises(UsageError, match="dtype 'bfloat16' then, 'float32' now"):
+        curate(files, MachineBackend("float32"))[0].run()
+    curate(files, MachineBackend("float32"), limit=2)[0].run()  # nothing left to judge: nothing mixes
+    curate(files, MachineBackend("bfloat16"))[0].run()
+
+
 def test_an_ablation_can_replay_the_full_runs_journal(files):
     curator, _ = curate(files)
     full = curator.run().parent

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from eval.compare import compare, inference_cost, load_run, parse_run_spec, prompt_means, story_value
-from eval.compare_report import render_markdown
+from eval.compare.report import render_markdown
 from eval.metrics.catalog import JUDGE_AVERAGE, RULE_METRICS, Catalog
 from eval.rubric import load_rubric
 from eval.stats import paired_bootstrap_ci, paired_test, summarize, wilcoxon_p
@@ -338,8 +338,8 @@ def test_unknown_metric_is_a_usage_error(runs):
 # --- the CLI ----------------------------------------------------------------------------------
 
 def cli(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "scripts/compare.py", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=120)
+    return subprocess.run([str(Path(sys.executable).parent / "review-lab"), "compare", *args], cwd=REPO,
+                          capture_output=True, text=True, timeout=120)
 
 
 def test_cli_writes_all_outputs(runs, tmp_path):

@@ -1,4 +1,4 @@
-"""`python -m eval`: outputs, resuming, missing reference corpus, and bad input."""
+"""`review-lab eval`: outputs, resuming, missing reference corpus, and bad input."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeScorer, ScriptedBackend, model
 
-from eval.__main__ import main
+from eval.cli import main
 from eval.metrics.catalog import RULE_METRICS
 from eval.run import EvalConfig, Evaluator
 from generate.common.cli import run_cli
@@ -169,6 +169,18 @@ def test_changed_settings_do_not_mix_into_an_old_evaluation(tmp_path, counting_e
         Evaluator(cfg, models=Fakes().models, embedder=counting_embedder).run()
 
 
+def test_a_scored_story_whose_text_changed_is_refused(tmp_path, counting_embedder, isolated_cache) -> None:
+    """Its old scores would sit beside scores of other texts under the same story_id."""
+    files = write_stories(tmp_path)
+    out = evaluate(files, tmp_path / "eval", Fakes(), counting_embedder)
+    review = files[0].read_text()
+    files[0].write_text(review.replace("sang the names", "hummed the names"))
+    with pytest.raises(UsageError, match=r"another text for review/p1/humanistic \(story_sha256\)"):
+        evaluate(files, out, Fakes(), counting_embedder)
+    files[0].write_text(review)
+    evaluate(files, out, Fakes(), counting_embedder)  # the same stories resume
+
+
 def test_without_reference_corpus_reference_metrics_are_null(tmp_path, counting_embedder, isolated_cache,
                                                               caplog) -> None:
     with caplog.at_level(logging.WARNING):
@@ -271,7 +283,8 @@ def test_two_real_evaluations_compare_with_the_catalog_they_recorded(tmp_path, t
     (None, False),                                     # recorded before numerics were: unknown, not a change
 ])
 def test_resuming_an_evaluation_judged_in_another_dtype_is_refused(tmp_path, recorded, refused):
-    from eval.run import _check_provenance
+    from eval.run import NOUN, Evaluator
+    from generate.common.resumable import Resumable
 
     judge = {"model": "m", "mode": "logprob", "rubric_sha256": "r"}
     before = {**judge, "numerics": recorded} if recorded else judge
@@ -279,6 +292,6 @@ def test_resuming_an_evaluation_judged_in_another_dtype_is_refused(tmp_path, rec
     now = {"judge": {**judge, "numerics": {"dtype": "float32", "device": "cpu"}}}
     if refused:
         with pytest.raises(UsageError, match="another judge .*numerics"):
-            _check_provenance(tmp_path, now)
+            Evaluator._check_provenance(Resumable(tmp_path, NOUN), now)
     else:
-        _check_provenance(tmp_path, now)
+        Evaluator._check_provenance(Resumable(tmp_path, NOUN), now)

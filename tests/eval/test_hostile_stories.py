@@ -1,5 +1,5 @@
 """Degenerate and hostile stories never stop an evaluation or a reward, every missing value says
-why, and `python -m eval` and the GRPO rewards give the same values for the same text."""
+why, and `review-lab eval` and the GRPO rewards give the same values for the same text."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from fakes import FakeScorer, ScriptedBackend, model
 
-from eval.__main__ import main
+from eval.cli import main
 from eval.run import EvalConfig, Evaluator
 from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
@@ -107,7 +107,7 @@ def test_eval_and_rewards_agree_on_the_same_literal_stories(tmp_path, tiny_corpu
 
 @pytest.mark.slow
 def test_eval_cli_and_rewards_agree_with_the_real_models(tmp_path, tiny_corpus, monkeypatch):
-    """`python -m eval` with the embedded judge, scorer and encoder against the judge, surprisal and
+    """`review-lab eval` with the embedded judge, scorer and encoder against the judge, surprisal and
     novelty rewards on the same hostile stories: same values, same gaps."""
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("SCIFI_REFERENCE_DIR", str(tiny_corpus))

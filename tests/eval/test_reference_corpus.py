@@ -67,7 +67,7 @@ def test_reference_dir_from_environment(tiny_corpus: Path, counting_embedder, tm
 @pytest.mark.parametrize(
     ("make_dir", "reason"),
     [
-        (None, "no reference corpus given"),
+        (None, "no corpus found; run `review-lab corpus fetch`"),
         (lambda tmp: tmp / "nowhere", "is not a directory"),
         (lambda tmp: tmp, "no .txt files"),
     ],
@@ -77,6 +77,7 @@ def test_unavailable_reference_returns_none_with_message(
     tmp_path: Path, counting_embedder, monkeypatch, caplog: pytest.LogCaptureFixture, make_dir, reason: str
 ) -> None:
     monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))  # no fetched copy either
     directory = make_dir(tmp_path) if make_dir else None
     with caplog.at_level(logging.WARNING, logger="eval.reference"):
         assert load_reference(directory, counting_embedder, cache_dir=tmp_path / "cache") is None

@@ -17,7 +17,7 @@ import subprocess
 
 import pytest
 
-from generate.__main__ import main as generate_main
+from generate.cli import main as generate_main
 from generate.common import files
 from generate.common.cli import run_cli
 from generate.common.jsonl import read_jsonl
@@ -30,7 +30,7 @@ REVIEW = ["--framework", "review", "--agents", "2", "--rounds", "2", "--limit", 
 
 
 def generate(stub, out, capsys=None) -> tuple[int, str]:
-    """`python -m generate` in this process: (exit code, the `error:` lines)."""
+    """`review-lab generate` in this process: (exit code, the `error:` lines)."""
     with pytest.raises(SystemExit) as info:
         run_cli(generate_main, [*REVIEW, "--base-url", stub.base_url, "--out", str(out)])
     err = capsys.readouterr().err if capsys else ""
@@ -178,7 +178,7 @@ def test_a_directory_without_write_permission(stub, tmp_path):
 def test_disk_full_during_an_evaluation(stub, fault_data, tmp_path, monkeypatch, capsys):
     """The evaluation's writes go through the same path: one line, exit 2, nothing torn, and the
     re-run scores the rest to the same scores as a run on a disk with room."""
-    from eval.__main__ import main as eval_main
+    from eval.cli import main as eval_main
 
     def evaluate(out) -> int:
         argv = ["--stories", str(fault_data["stories"]), "--judge", "openai:stub", "--base-url", stub.base_url,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -15,6 +16,8 @@ from tests.conftest import REPO
 from tests.faults.conftest import PYTHON, REVIEW, cli_env, eval_flags, flags
 from tests.faults.kill import kill_and_resume, records
 from tests.faults.proxy import FaultProxy
+
+REVIEW_LAB = str(Path(PYTHON).parent / "review-lab")
 
 pytestmark = [pytest.mark.slow]
 
@@ -81,7 +84,7 @@ def test_benchmark_killed_ten_times(tmp_path, fault_data):
     cache.mkdir()
     (cache / "models").symlink_to(smollm2_dir().parent, target_is_directory=True)
     out = tmp_path / "bench"
-    cmd = [PYTHON, "scripts/benchmark.py", "--frameworks", "single", "review", "--limit", "1", "--max-new-tokens", "8",
+    cmd = [REVIEW_LAB, "benchmark", "--frameworks", "single", "review", "--limit", "1", "--max-new-tokens", "8",
            "--reference-dir", str(fault_data["corpus"]), "--out", str(out)]
     watch = [out / fw / name for fw in ("single", "review") for name in ("calls.jsonl", "stories.jsonl")]
     watch += [out / fw / "eval" / "scores.jsonl" for fw in ("single", "review")]

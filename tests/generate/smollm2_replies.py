@@ -1,5 +1,5 @@
 """Real SmolLM2-135M-Instruct replies to our frameworks' prompts (raw, from calls.jsonl of
-`python -m generate` runs with the bundled model), with the text the cleaner must return."""
+`review-lab generate` runs with the bundled model), with the text the cleaner must return."""
 
 SAME = None  # the reply has no wrapper: cleaning returns it unchanged
 

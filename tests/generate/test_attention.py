@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-from generate.backends.attention import decode_attention_forward, kernel, prefill_kernel
+from generate.backends.cpu.attention import decode_attention_forward, kernel, prefill_kernel
 
 needs_kernel = pytest.mark.skipif(kernel() is None, reason="decode kernel not built here (no AVX-512 or compiler)")
 
@@ -78,14 +78,14 @@ def test_everything_but_one_bf16_token_goes_to_sdpa_unchanged(case):
 
 @needs_kernel
 @pytest.mark.slow
-def test_fast_engine_decodes_with_the_kernel_within_bf16_noise():
+def test_fast_path_decodes_with_the_kernel_within_bf16_noise():
     from generate.backends.embedded import smollm2_dir
     from generate.backends.hf import HFBackend
-    from generate.backends.prefix import greedy_with_prefix
+    from generate.backends.hf.prefix import greedy_with_prefix
 
-    fast = HFBackend(str(smollm2_dir()), dtype="bfloat16", engine="fast")
+    fast = HFBackend(str(smollm2_dir()), dtype="bfloat16", path="fast")
     assert fast.describe()["decode_attention"] == "kernel"
-    sdpa = HFBackend(str(smollm2_dir()), dtype="bfloat16", engine="fast")
+    sdpa = HFBackend(str(smollm2_dir()), dtype="bfloat16", path="fast")
     sdpa.lm.set_attn_implementation("sdpa")
     tok = fast.tokenizer
     prompts = [tok(t, add_special_tokens=False)["input_ids"] for t in
@@ -106,7 +106,7 @@ def test_a_lock_left_by_a_killed_build_is_cleared_and_a_fresh_one_kept(tmp_path)
     import os
     import time
 
-    from generate.backends.attention import STALE_LOCK_S, _clear_stale_lock
+    from generate.backends.cpu.attention import STALE_LOCK_S, _clear_stale_lock
 
     lock = tmp_path / "lock"
     lock.touch()
@@ -117,6 +117,18 @@ def test_a_lock_left_by_a_killed_build_is_cleared_and_a_fresh_one_kept(tmp_path)
     _clear_stale_lock(tmp_path)
     assert not lock.exists()
     _clear_stale_lock(tmp_path)  # nothing to clear
+
+
+def test_each_checkout_builds_the_kernel_in_a_folder_of_its_own(tmp_path, monkeypatch):
+    """ninja rebuilds when the sources' paths change: two checkouts sharing one build folder would
+    rebuild it at every switch, so the folder is per source folder (and reused by every run of one)."""
+    from generate.backends.cpu import attention
+
+    monkeypatch.setenv("TORCH_EXTENSIONS_DIR", str(tmp_path))
+    here = attention.build_dir()
+    assert here.parent == tmp_path and attention.build_dir() == here
+    monkeypatch.setattr(attention, "SOURCES", [tmp_path / "other-checkout" / "csrc" / "decode_ops.cpp"])
+    assert attention.build_dir() != here
 
 
 needs_prefill = pytest.mark.skipif(prefill_kernel() is None, reason="prefill kernel needs AVX512_BF16 (and a compiler)")

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from generate.__main__ import main
+from generate.cli import main
 from generate.backends import Completion, Model
 from generate.common.cli import run_cli
 from generate.datasets import load_dataset, spread_over_aspects
@@ -134,7 +134,7 @@ def test_first_attempt_keeps_the_seed_derivation_of_existing_journals(tmp_path):
 
 
 def cli(tmp_path, backend, monkeypatch, capsys) -> tuple[int, str]:
-    monkeypatch.setattr("generate.runner.load_model", lambda *a, **k: Model(backend))
+    monkeypatch.setattr("generate.backends.load_model", lambda *a, **k: Model(backend))
     with pytest.raises(SystemExit) as exit_info:
         run_cli(main, ["--framework", "review", "--model", "echo", "--limit", "2", "--rounds", "2",
                        "--out", str(tmp_path / "run")])

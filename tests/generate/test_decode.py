@@ -1,4 +1,4 @@
-"""The fast engine's sampled decoding: the nucleus it keeps, a random stream per request, and
+"""The fast path's sampled decoding: the nucleus it keeps, a random stream per request, and
 prefixes reused from earlier prompts (same tokens as recomputing them, on the real model)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers.generation.logits_process import TopPLogitsWarper
 
-from generate.backends.decode import PrefixStore, nucleus, sample
+from generate.backends.hf.sampling import nucleus, sample
+from generate.backends.hf.store import PrefixStore
 
 
 @pytest.mark.parametrize("scale", [0.5, 2.0, 6.0])
@@ -116,8 +117,8 @@ def test_reused_prefixes_give_the_same_tokens_as_recomputing_them():
     with the store, most of each prompt is reused, and the sampled tokens are the same."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from generate.backends.decode import sample_batch
     from generate.backends.embedded import smollm2_dir
+    from generate.backends.hf.decode import sample_batch
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir())
     lm = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
@@ -143,9 +144,9 @@ def test_reused_prefixes_give_the_same_tokens_as_recomputing_them():
 
 
 def test_prefill_groups_rows_by_length_within_the_token_budget():
-    from generate.backends.decode import _chunks
+    from generate.backends.hf.passes import chunks
 
-    groups = _chunks([300, 10, 12, 290, 11, 900], budget=620)
+    groups = chunks([300, 10, 12, 290, 11, 900], budget=620)
     assert groups == [[1, 4, 2], [3, 0], [5]]  # sorted; 3 x 12 <= 620, 2 x 300 <= 620; a long row alone
     assert sorted(r for g in groups for r in g) == list(range(6))
 
@@ -154,7 +155,7 @@ def test_rows_leave_the_cache_in_place_moving_one_row_per_leaver():
     """When rows leave a batch, each leaver's slot takes a live row from the tail and the buffers
     narrow to a view: the same storage, no kept row copied again (indexing the buffers instead
     copied every kept row into fresh memory at each leave, ~3 GB a leave at full width)."""
-    from generate.backends.decode import RoomyCache, compaction
+    from generate.backends.hf.cache import RoomyCache, compaction
 
     assert compaction([0, 2, 3, 5]) == [0, 5, 2, 3]  # rows 1 and 4 left: 1's slot takes 5, 4 is past the end
     assert compaction([0, 1, 2]) == [0, 1, 2] and compaction([4]) == [4]
@@ -177,7 +178,7 @@ def test_rows_leave_the_cache_in_place_moving_one_row_per_leaver():
 def test_rows_that_leave_at_different_steps_sample_what_they_sample_alone(fp32_writer):
     """Frequent stop tokens make rows leave one by one and the tail fill their slots: each row's
     tokens are still those it samples alone (float32, same seeds)."""
-    from generate.backends.decode import sample_batch
+    from generate.backends.hf.decode import sample_batch
 
     tok, lm, ids = fp32_writer
     prompts = [ids(f"Tell a story about {w}.") for w in ("rain", "a robot", "the sea", "Mars", "a clock", "bees")]
@@ -210,7 +211,7 @@ def fp32_writer():
 def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with(fp32_writer):
     """Prompts of very different lengths, some with a reused prefix and some without, prefilled in
     separate groups and decoded together, sample what each samples alone (float32, same seeds)."""
-    from generate.backends.decode import sample_batch
+    from generate.backends.hf.decode import sample_batch
 
     tok, lm, ids = fp32_writer
     base = "Writing task: a story about a lighthouse on a moon. " * 6
@@ -229,12 +230,13 @@ def test_a_prompts_tokens_do_not_depend_on_the_rows_it_is_batched_with(fp32_writ
 def test_a_prefix_shared_within_a_batch_is_encoded_once_and_changes_no_token(fp32_writer):
     """Two prompts share a long opening the store does not hold (a reviewer's two reviews): it is
     encoded once, both reuse it, and each samples what it samples alone (float32, same seeds)."""
-    from generate.backends.decode import _common, sample_batch
+    from generate.backends.hf.decode import sample_batch
+    from generate.backends.hf.store import common_prefix
 
     tok, lm, ids = fp32_writer
     head = "You are a critic. Review this story about a lighthouse on a moon, its world and its people. " * 3
     prompts = [ids(head + "Story: the keeper sang."), ids("Hi."), ids(head + "Story: the moon was silent.")]
-    shared = _common(tuple(prompts[0]), prompts[2])
+    shared = common_prefix(tuple(prompts[0]), prompts[2])
     store, stop = PrefixStore(), {tok.eos_token_id}
     kwargs = {"max_new_tokens": 10, "temperature": 0.9, "top_p": 0.9, "pad_id": tok.eos_token_id, "stop_ids": stop}
     together = sample_batch(lm, prompts, seeds=[1, 2, 3], store=store, **kwargs)

@@ -9,7 +9,7 @@ import pytest
 import torch
 from transformers.models.llama.modeling_llama import LlamaRMSNorm, apply_rotary_pos_emb
 
-from generate.backends.attention import kernel
+from generate.backends.cpu.attention import kernel
 
 needs_kernel = pytest.mark.skipif(kernel() is None, reason="decode kernels not built here (no AVX-512 or compiler)")
 BF16_ULP = 2 ** -7  # relative spacing of bf16 numbers: one unit in the last place, at most
@@ -69,14 +69,14 @@ def fast_backend():
     from generate.backends.embedded import smollm2_dir
     from generate.backends.hf import HFBackend
 
-    return HFBackend(str(smollm2_dir()), dtype="bfloat16", engine="fast")
+    return HFBackend(str(smollm2_dir()), dtype="bfloat16", path="fast")
 
 
 @needs_kernel
-def test_fast_engine_takes_the_fused_step_only_where_it_applies(fast_backend):
+def test_fast_path_takes_the_fused_step_only_where_it_applies(fast_backend):
     from transformers import AutoModelForCausalLM
 
-    from generate.backends.fused import unsupported
+    from generate.backends.cpu.fused import unsupported
 
     assert fast_backend.describe()["decode_step"] == "fused"
     config = fast_backend.lm.config.to_dict() | {"num_hidden_layers": 1}
@@ -97,7 +97,7 @@ def test_a_model_the_step_cannot_take_never_builds_the_kernel(monkeypatch):
     kernel is built: that build took a CUDA machine's process a minute for nothing."""
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from generate.backends import fused
+    from generate.backends.cpu import fused
 
     def build():
         raise AssertionError("the kernel was built")
@@ -117,16 +117,17 @@ def test_fused_steps_are_as_close_to_fp32_as_the_models_own_bf16_forward(fast_ba
     transformers' bf16 forward does (over the 50 most likely tokens)."""
     from transformers import AutoModelForCausalLM
 
-    from generate.backends.decode import NOTHING, _prefill, hf_step
     from generate.backends.embedded import smollm2_dir
+    from generate.backends.hf.passes import hf_step, prefill
+    from generate.backends.hf.store import NOTHING
 
-    lm, step = fast_backend.lm, fast_backend.decoder
+    lm, step = fast_backend.lm, fast_backend.step
     fp32 = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
     gen = torch.Generator().manual_seed(0)
     prompts = [torch.randint(100, 40000, (n,), generator=gen).tolist() for n in (90, 61, 75)]  # left padding
     width = max(map(len, prompts))
     with torch.inference_mode():
-        caches = [_prefill(model, prompts, [NOTHING] * 3, 0, 8)[0] for model in (lm, lm, fp32)]
+        caches = [prefill(model, prompts, [NOTHING] * 3, 0, 8)[0] for model in (lm, lm, fp32)]
         mask = torch.tensor([[c >= width - len(p) for c in range(width)] for p in prompts])
         positions = torch.tensor([len(p) for p in prompts])
         identical = 0
@@ -159,10 +160,11 @@ def test_fused_prefill_is_as_close_to_fp32_as_the_models_own_bf16_forward(fast_b
     (the masked and the causal path), against transformers' bf16 and fp32 forwards."""
     from transformers import AutoModelForCausalLM
 
-    from generate.backends.decode import NOTHING, Reuse, _prefill, hf_encode
     from generate.backends.embedded import smollm2_dir
+    from generate.backends.hf.passes import hf_encode, prefill
+    from generate.backends.hf.store import NOTHING, Reuse
 
-    lm, fused = fast_backend.lm, fast_backend.decoder
+    lm, fused = fast_backend.lm, fast_backend.step
     fp32 = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.float32).eval()
     gen = torch.Generator().manual_seed(1)
     base = torch.randint(100, 40000, (70,), generator=gen).tolist()
@@ -172,9 +174,9 @@ def test_fused_prefill_is_as_close_to_fp32_as_the_models_own_bf16_forward(fast_b
         for model, encode in ((lm, fused.encode), (lm, partial(hf_encode, lm)), (fp32, partial(hf_encode, fp32))):
             reuse = [NOTHING] * 3
             if reused:
-                head, _ = _prefill(model, [base + [5]], [NOTHING], 0, 0)
+                head, _ = prefill(model, [base + [5]], [NOTHING], 0, 0)
                 reuse = [Reuse(70, [(layer.keys[0, :, :70], layer.values[0, :, :70]) for layer in head.layers])] * 3
-            runs.append(_prefill(model, prompts, reuse, 0, 4, encode))
+            runs.append(prefill(model, prompts, reuse, 0, 4, encode))
     (ours, our_logits), (theirs, their_logits), (_, exact) = runs
     assert torch.equal(our_logits.argmax(-1), their_logits.argmax(-1))
     assert torch.equal(ours.layers[0].keys, theirs.layers[0].keys)  # first layer: no fp32 sum before it

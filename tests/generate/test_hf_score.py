@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from generate.backends.decode import _chunks
+from generate.backends.hf.passes import chunks
 
 pytestmark = pytest.mark.slow
 
@@ -21,9 +21,9 @@ PAIRS = [
 
 
 def test_batches_respect_rows_and_padded_tokens():
-    assert _chunks([40, 10, 20, 10], budget=40, max_rows=8) == [[1, 3], [2], [0]]
-    assert _chunks([5, 5, 5], budget=100, max_rows=2) == [[0, 1], [2]]
-    assert _chunks([500], budget=40, max_rows=4) == [[0]]  # one long row still goes
+    assert chunks([40, 10, 20, 10], budget=40, max_rows=8) == [[1, 3], [2], [0]]
+    assert chunks([5, 5, 5], budget=100, max_rows=2) == [[0, 1], [2]]
+    assert chunks([500], budget=40, max_rows=4) == [[0]]  # one long row still goes
 
 
 def test_scores_equal_one_sequence_at_a_time_through_the_full_log_softmax():

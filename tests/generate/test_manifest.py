@@ -2,7 +2,7 @@
 
 import json
 
-from generate.backends.hf import cpu_supports_bf16
+from generate.common.machine import cpu_supports_bf16
 from generate.common import machine, manifest
 from generate.common.manifest import redact, update_manifest, write_manifest
 

@@ -39,7 +39,7 @@ def test_available_memory_is_read_where_the_os_says_it():
 
 
 def test_each_engine_batch_hands_freed_memory_back(monkeypatch):
-    from generate.backends import hf
+    from generate.backends.hf import backend as hf
     from generate.backends.base import ChatRequest, SamplingParams
 
     calls = []

@@ -1,4 +1,4 @@
-"""Linear weights packed once for oneDNN: the same numbers as `nn.Linear`, so the fast engine
+"""Linear weights packed once for oneDNN: the same numbers as `nn.Linear`, so the fast path
 samples the same tokens and the judge reads the same logprobs as on the model as loaded."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from generate.backends.packed import PackedLinear, can_pack, pack_linears
+from generate.backends.cpu.packed import PackedLinear, can_pack, pack_linears
 
 needs_bf16 = pytest.mark.skipif(not can_pack(torch.bfloat16, "cpu"), reason="no oneDNN bf16 on this CPU")
 
@@ -39,9 +39,9 @@ def test_only_bf16_linears_are_packed():
 def test_packed_model_samples_the_same_tokens_and_logprobs():
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from generate.backends.decode import sample_batch
     from generate.backends.embedded import smollm2_dir
-    from generate.backends.prefix import greedy_with_prefix
+    from generate.backends.hf.decode import sample_batch
+    from generate.backends.hf.prefix import greedy_with_prefix
 
     tok = AutoTokenizer.from_pretrained(smollm2_dir())
     plain = AutoModelForCausalLM.from_pretrained(smollm2_dir(), dtype=torch.bfloat16).eval()
@@ -60,11 +60,41 @@ def test_packed_model_samples_the_same_tokens_and_logprobs():
 
 
 @needs_bf16
-def test_only_the_fast_engine_packs():
+def test_only_the_fast_path_packs():
     from generate.backends.embedded import smollm2_dir
     from generate.backends.hf import HFBackend
 
-    fast = HFBackend(str(smollm2_dir()), dtype="bfloat16", engine="fast")
-    lockstep = HFBackend(str(smollm2_dir()), dtype="bfloat16", engine="generate")
+    fast = HFBackend(str(smollm2_dir()), dtype="bfloat16", path="fast")
+    lockstep = HFBackend(str(smollm2_dir()), dtype="bfloat16", path="generate")
     assert fast.describe()["packed_linears"] and isinstance(fast.lm.lm_head, PackedLinear)
     assert not lockstep.describe()["packed_linears"] and type(lockstep.lm.lm_head) is nn.Linear
+
+
+def _tiny_llama(dtype: torch.dtype):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=64, hidden_size=64, intermediate_size=128, num_hidden_layers=1,
+                         num_attention_heads=1, num_key_value_heads=1, head_dim=64)
+    return LlamaForCausalLM(config).to(dtype).eval()
+
+
+def test_the_seam_leaves_a_model_it_cannot_speed_up_as_loaded():
+    """float32 (as on a CPU without native bf16, or a GPU): nothing applies, the hf backend keeps
+    transformers' forward with SDPA."""
+    from generate.backends.cpu import accelerate
+
+    model = _tiny_llama(torch.float32)
+    assert accelerate(model) is None
+    assert type(model.lm_head) is nn.Linear and model.config._attn_implementation != "scifi_decode"
+
+
+@needs_bf16
+def test_the_seam_says_what_it_set_up_for_a_bf16_model():
+    from generate.backends.cpu import accelerate
+    from generate.backends.cpu.attention import kernel
+
+    model = _tiny_llama(torch.bfloat16)
+    accel = accelerate(model)
+    assert accel.packed_linears and isinstance(model.lm_head, PackedLinear)
+    assert accel.decode_kernel == (kernel() is not None)
+    assert (accel.step is not None) == (kernel() is not None) and (accel.encode is None) == (accel.step is None)

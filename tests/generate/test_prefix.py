@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from generate.backends.prefix import greedy_with_prefix, shared_prefix_groups
+from generate.backends.hf.prefix import greedy_with_prefix, shared_prefix_groups
 
 
 def test_prompts_group_by_their_long_common_prefix():
@@ -49,9 +49,9 @@ def test_judge_scores_with_shared_prefixes_equal_plain_generate():
     stories = ["The comet sang of drowned colonists.", "Rust bloomed on the orbital garden.",
                "A keeper lit the lamp as the moon turned.", ""]
     scores = {}
-    for engine in ("generate", "fast"):
-        backend = HFBackend(str(smollm2_dir()), batch_size=16, dtype="float32", engine=engine)
-        scores[engine] = [j.scores for j in Judge(Model(backend), mode="logprob").score(stories, desc=None)]
+    for path in ("generate", "fast"):
+        backend = HFBackend(str(smollm2_dir()), batch_size=16, dtype="float32", path=path)
+        scores[path] = [j.scores for j in Judge(Model(backend), mode="logprob").score(stories, desc=None)]
     for plain, shared in zip(scores["generate"], scores["fast"]):
         assert plain.keys() == shared.keys()
         for aspect in plain:
@@ -64,7 +64,7 @@ def test_judge_scores_with_shared_prefixes_equal_plain_generate():
 def test_a_stored_prefix_is_encoded_once_across_calls_with_the_same_scores(rubric_prompts):
     """The judge's rubric prefixes come back at every call (every GRPO step): with a store the
     second call reuses them, and its tokens and log-probabilities are those of the first."""
-    from generate.backends.decode import PrefixStore
+    from generate.backends.hf.store import PrefixStore
 
     tok, lm, prompts = rubric_prompts
     store = PrefixStore()
@@ -110,7 +110,7 @@ def test_rows_of_groups_with_different_prefixes_and_none_share_a_batch_with_gene
 def test_a_prefix_the_store_holds_whole_costs_no_forward_pass(rubric_prompts):
     """At every GRPO step the judge's five rubric prefixes are already stored: reusing them must
     not run the model even on their last token (a ~80 ms pass per aspect)."""
-    from generate.backends.decode import PrefixStore
+    from generate.backends.hf.store import PrefixStore
 
     tok, lm, prompts = rubric_prompts
     store = PrefixStore()

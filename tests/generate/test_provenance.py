@@ -8,6 +8,7 @@ import pytest
 from generate.backends import Model
 from generate.common.errors import UsageError
 from generate.common.paths import CONFIG_DIR
+from generate.common.resumable import Resumable
 from generate.datasets import dataset_sha256
 from generate.runner import RunConfig, Runner, check_resumable
 from tests.generate.fakes import RecordingEcho
@@ -73,11 +74,23 @@ def test_resuming_after_a_template_changed_is_refused(tmp_path):
 def test_resume_refusal_knows_the_review_variant(tmp_path, old, refused):
     (tmp_path / "manifest.json").write_text(json.dumps({"config": old}))
     cfg = RunConfig(framework=old["framework"], out=str(tmp_path))
+    run = Resumable(tmp_path, "a run")
     if refused:
         with pytest.raises(UsageError, match="review_variant"):
-            check_resumable(tmp_path, cfg)
+            check_resumable(run, cfg)
     else:
-        check_resumable(tmp_path, cfg)
+        check_resumable(run, cfg)
+
+
+def test_a_manifest_recorded_with_the_removed_engine_option_resumes(tmp_path):
+    """`engine` (the hf decode path) changes the speed, not the stories: it is no longer a setting."""
+    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
+    generate(tmp_path / "run", dataset, limit=1)
+    manifest = tmp_path / "run" / "manifest.json"
+    data = json.loads(manifest.read_text())
+    manifest.write_text(json.dumps({**data, "config": {**data["config"], "engine": "generate"}}))
+    stories, _ = generate(tmp_path / "run", dataset, limit=2)
+    assert len(stories) == 2
 
 
 class MachineEcho(RecordingEcho):

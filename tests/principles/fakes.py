@@ -9,7 +9,7 @@ import string
 from collections.abc import Callable
 
 from generate.backends import Backend, ChatRequest, Completion, Model, RetryPolicy, TokenLogprob
-from rewards.principles.texts import Templates, load_templates
+from eval.scorers.principles.texts import Templates, load_templates
 
 
 def role_of(request: ChatRequest, templates: Templates) -> str:

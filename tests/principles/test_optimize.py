@@ -133,7 +133,7 @@ def test_a_killed_run_resumes_with_identical_outputs(tmp_path):
     Optimiser(cfg, model_of(idle)).run()
     assert idle.seen and (killed / "iteration-03.yaml").is_file()
     cfg.reflect = False
-    with pytest.raises(UsageError, match="another reflect"):
+    with pytest.raises(UsageError, match=r"reflect=True \(now False\)"):
         Optimiser(cfg, model_of(idle)).run()
 
 
@@ -165,7 +165,7 @@ def test_labelled_data_and_splits(tmp_path):
 ])
 def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):
     from generate.common.cli import run_cli
-    from rewards.principles.__main__ import main
+    from rewards.principles.cli import main
 
     data = write_labelled(tmp_path / "data.jsonl")
     labelled = [] if not args else ["--labelled", str(data)]

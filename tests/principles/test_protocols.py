@@ -7,9 +7,10 @@ import random
 
 import pytest
 
+from eval.scorers.principles.detector import Detector
+from eval.scorers.principles.texts import State, load_templates
 from generate.backends import Completion, SamplingParams, TokenLogprob
 from generate.common.errors import UsageError
-from rewards.principles.detector import Detector
 from rewards.principles.protocols import (
     Attempt,
     Check,
@@ -24,7 +25,6 @@ from rewards.principles.protocols import (
     revise,
     run_phases,
 )
-from rewards.principles.texts import State, load_templates
 from tests.principles.fakes import digit_reply, good_digit, role_of, says_good
 
 T = load_templates()

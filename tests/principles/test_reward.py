@@ -7,7 +7,10 @@ import time
 
 import pytest
 
+from eval.scorers.principles.texts import DEFAULT_STATE
+from eval.signals import Signals
 from generate.common.errors import UsageError
+from generate.prompts import load_prompts
 from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
 from rewards.principle_judge import task_text
@@ -21,7 +24,7 @@ PROMPTS = [[{"role": "system", "content": "Be brief."}, {"role": "user", "conten
 def judge_with(monkeypatch):
     """The reward built with a context whose judge model is the given scripted backend."""
     def install(backend, **options):
-        monkeypatch.setattr("rewards.principle_judge.load_model", lambda *a, **k: model_of(backend))
+        monkeypatch.setattr("eval.scorers.principles.scorer.load_model", lambda *a, **k: model_of(backend))
         (func,) = build_rewards(["principle_judge"], {"principle_judge": options}, context=RewardContext())
         return func
     return install
@@ -67,3 +70,17 @@ def test_options_are_checked_and_the_principles_file_is_used(judge_with, tmp_pat
     score_batch([func], PROMPTS[:1], [chat("a tale")])
     assert "1. Every tale must mention a comet." in backend.seen[0][1].messages[0]["content"]
     assert task_text("plain") == "plain" and task_text([]) == ""
+
+
+def test_the_evaluations_signal_is_the_rewards_own_value(judge_with):
+    """`eval.signals` calls the scorer the reward wraps: the same P(good) per story (an empty story
+    has no value in the evaluation, where the reward gives it 0)."""
+    backend = brilliant_is_good(RoleBackend())
+    func = judge_with(backend)  # also makes the evaluation's scorer load the scripted model
+    texts = ["a brilliant tale", "a dull tale", ""]
+    rewarded = asyncio.run(func(PROMPTS, [chat(t) for t in texts]))
+    signals = Signals(load_prompts(), principles=str(DEFAULT_STATE), judge="smollm2-135m-instruct", reward_model=None)
+    measured = signals.measure(["Write about Mars."] * 3, texts)
+    assert [m.values["principle_p"] for m in measured] == pytest.approx(rewarded[:2] + [None])
+    assert [m.values["principle_good"] for m in measured] == [1.0, 0.0, None]
+    assert backend.calls == [4, 4]  # one batched call each, the empty story asked nothing

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from eval.scorers.principles.texts import fenced, load_state, load_templates
 from generate.backends import Completion
 from generate.common.errors import UsageError
 from rewards.principles.metrics import auc, binary_metrics
-from rewards.principles.texts import fenced, load_state, load_templates, parse_principles, parse_strategy, reply_text
+from rewards.principles.texts import parse_principles, parse_strategy, reply_text
 
 
 @pytest.mark.parametrize(("reply", "expected"), [

@@ -9,7 +9,7 @@ import pytest
 
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
-from rewards.principles.__main__ import main
+from rewards.principles.cli import main
 from rewards.principles.weak_labels import (
     WeakLabelConfig,
     build,

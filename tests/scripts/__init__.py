@@ -1,7 +1,1 @@
-"""Tests of the command-line scripts under scripts/, imported as the modules `python scripts/X.py` runs."""
-
-import importlib
-
-
-def load_script(name):
-    return importlib.import_module(f"scripts.{name}")
+"""Tests of the jobs that were once scripts: `review-lab benchmark`, `sweep`, `device-check`, `story`."""

@@ -6,7 +6,6 @@ import json
 import pytest
 
 from generate.common.jsonl import read_jsonl
-from tests.scripts import load_script
 
 pytestmark = pytest.mark.slow
 
@@ -22,7 +21,8 @@ def corpus(tmp_path):
 
 
 def test_benchmark_table_and_resume(tmp_path, corpus):
-    bench = load_script("benchmark")
+    from eval.benchmark import run as bench
+
     out = tmp_path / "bench"
     argv = ["--frameworks", "single", "review", "--limit", "1", "--max-new-tokens", "8", "--reference-dir",
             str(corpus), "--out", str(out)]
@@ -59,15 +59,17 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
         assert (out / fw / "eval" / "scores.jsonl").read_text() == text
 
     # Re-scored in the evaluation's own chunks and batch width, on the machine that evaluated them,
-    # every judge score and surprisal comes back the same (scripts/device_check.py's baseline).
-    check = load_script("device_check")
+    # every judge score and surprisal comes back the same (`review-lab device-check`'s baseline).
+    from eval import device_check as check
+
     assert check.main(["--run", str(out / "review"), "--chunks", "0", "--out", str(tmp_path / "check")]) == 0
     result = json.loads((tmp_path / "check" / "device_check.json").read_text())
     assert result["stories"] == 3 and result["max_abs_diff"] == 0.0
     assert result["agreement"]["concepts"]["n"] + result["agreement"]["concepts"]["missing_here"] == 3
 
     # Each framework is a run of its own: the benchmark's runs compare directly.
-    compare = load_script("compare")
+    from eval.compare import cli as compare
+
     assert compare.main(["--run", f"base={out / 'single'}", "--run", f"review={out / 'review'}",
                          "--out", str(tmp_path / "cmp"), "--boot", "100"]) == 0
     assert (tmp_path / "cmp" / "comparison.md").is_file()
@@ -77,7 +79,8 @@ def test_sweep_on_a_tiny_grid(tmp_path, corpus, caplog):
     import re
 
     caplog.set_level("WARNING", logger="generate.runner")
-    sweep = load_script("sweep")
+    from eval import sweep
+
     out = tmp_path / "sweep"
     assert sweep.main(["--grid", "rounds=1,3", "--grid", "agents=2,3", "--limit", "1", "--max-new-tokens", "8",
                        "--reference-dir", str(corpus), "--out", str(out)]) == 0
@@ -106,6 +109,7 @@ def test_sweep_on_a_tiny_grid(tmp_path, corpus, caplog):
 def test_sweep_rejects_a_bad_grid():
     from generate.common.errors import UsageError
 
-    sweep = load_script("sweep")
+    from eval import sweep
+
     with pytest.raises(UsageError, match="bad --grid"):
         sweep.parse_grid(["depth=1,2"])

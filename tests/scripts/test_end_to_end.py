@@ -8,13 +8,14 @@ import pytest
 
 from generate.common.errors import UsageError
 from generate.datasets import Task, load_dataset, spread_over_aspects
-from tests.scripts import load_script
 from train.split import split_tasks
 
 
 @pytest.fixture(scope="module")
 def story():
-    return load_script("end_to_end")
+    import train.story
+
+    return train.story
 
 
 @pytest.fixture(scope="module")
@@ -62,7 +63,7 @@ def test_one_output_directory_holds_one_set_of_evaluation_prompts(story, split, 
 
 def test_make_signals_curates_the_benchmarks_runs_only_when_they_cannot_answer_evaluation_prompts(tmp_path):
     """`make benchmark` answers prompts of the bundled set, held-out ones included: `make signals`
-    hands them to the curator only when SciFi-100 is the evaluation set (else end_to_end.py would
+    hands them to the curator only when SciFi-100 is the evaluation set (else `review-lab story` would
     rightly refuse them, and `make signals` after `make benchmark` would stop)."""
     import os
     import shutil
@@ -85,3 +86,16 @@ def test_make_signals_curates_the_benchmarks_runs_only_when_they_cannot_answer_e
     (tmp_path / "scifi100.json").write_text("[]")
     out = dry_run(SCIFI100_PATH=str(tmp_path / "scifi100.json"))
     assert "--candidates runs/benchmark/single/stories.jsonl" in out and "--eval-dataset scifi100" in out
+
+
+def test_signals_is_the_story_with_the_three_signals_by_default(story):
+    """`review-lab signals` is `review-lab story --signals composite rm principle --out runs/signals`."""
+    from dataclasses import fields
+
+    from generate.common.config import parse_config
+
+    cfg = parse_config(story.SignalsConfig, [])
+    assert cfg.signals == ["composite", "rm", "principle"] and cfg.out == "runs/signals"
+    assert parse_config(story.SignalsConfig, ["--signals", "rm"]).signals == ["rm"]
+    assert (parse_config(story.StoryConfig, []).signals, story.StoryConfig().out) == (["composite"], "runs/story")
+    assert [f.name for f in fields(story.SignalsConfig)] == [f.name for f in fields(story.StoryConfig)]

@@ -73,7 +73,7 @@ def test_cpu_recipe_runs_two_steps_and_logs_every_reward(cpu_run):
 def test_the_cpu_recipe_trains_in_bf16_only_where_the_cpu_has_it(cpu_run):
     """bf16 without native support is emulated (363 s for these two steps on an AVX2-only CPU, 101 s
     in float32): the recipe's bf16 becomes float32 there, and the manifest says what ran."""
-    from generate.backends.hf import cpu_supports_bf16
+    from generate.common.machine import cpu_supports_bf16
 
     config = json.loads((cpu_run / "manifest.json").read_text())["config"]
     native = cpu_supports_bf16()

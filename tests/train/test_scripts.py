@@ -1,4 +1,4 @@
-"""scripts/plot_rewards.py and scripts/heldout_reward.py on literal inputs."""
+"""`review-lab plot-rewards` and `review-lab heldout` (train/plot_rewards.py, train/heldout.py) on literal inputs."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import json
 import numpy as np
 import pytest
 
-from scripts import heldout_reward, plot_rewards
+from generate.common.cli import run_cli
+from train import heldout as heldout_reward
+from train import plot_rewards
 
 HISTORY = [
     {"step": 1, "loss": 0.1, "reward": 0.5, "rewards/judge/mean": 0.6, "rewards/length/mean": -0.2},
@@ -32,7 +34,7 @@ def test_moving_average_is_trailing():
 def test_plot_writes_a_png(tmp_path):
     (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": HISTORY}))
     with pytest.raises(SystemExit) as exit_info:
-        plot_rewards.run_cli(plot_rewards.main, [str(tmp_path)])
+        run_cli(plot_rewards.main, [str(tmp_path)])
     assert exit_info.value.code == 0
     assert (tmp_path / "rewards.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 

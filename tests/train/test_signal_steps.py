@@ -1,4 +1,4 @@
-"""The signal steps of `scripts/end_to_end.py` re-run their resumable commands instead of trusting
+"""The signal steps of `review-lab story` re-run their resumable commands instead of trusting
 that an output file exists: a curation that ended with failed responses still has a
 preferences.jsonl, and handing it on would train the reward model on partial pairs."""
 

@@ -1,5 +1,5 @@
 """Run directories written literally (layout logic, hostile text) or synthetically at full scale,
-in the formats `python -m generate`, `python -m eval` and `scripts/compare.py` write."""
+in the formats `review-lab generate`, `review-lab eval` and `review-lab compare` write."""
 
 from __future__ import annotations
 

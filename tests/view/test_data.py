@@ -10,7 +10,7 @@ import sys
 import pytest
 
 from eval.view import load_view_data, render_html, write_view
-from eval.view.__main__ import main
+from eval.view.cli import main
 from eval.view.data import expand_runs
 from eval.view.page import embed_json
 from generate.common.errors import UsageError

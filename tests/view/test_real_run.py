@@ -2,7 +2,7 @@
 Review (3 agents, 2 rounds), evaluated without judge, reference corpus or surprisal scorer to keep
 it short (those values are missing, each with its reason). The page holds every story, each
 agent's versions and the feedback each received from whom. (`make benchmark` writing view.html
-is the same `write_view` call, made by scripts/benchmark.py.)"""
+is the same `write_view` call, made by `review-lab benchmark`.)"""
 
 import json
 from concurrent.futures import ThreadPoolExecutor

@@ -1,0 +1,99 @@
+"""`review-lab benchmark`, the main job: every framework with one writer on one dataset, evaluated
+as the paper does, in one table with inference cost (`benchmark.json`, `benchmark.md`).
+
+    review-lab benchmark --model smollm2-135m-instruct --dataset default --limit 4 \
+        --reference-dir ../shared/data/scifi-reference/texts --out runs/benchmark
+    review-lab benchmark --config my_benchmark.yaml --limit 10      # YAML + overrides
+
+Each framework is its own run directory (`<out>/<framework>/`, evaluated into its `eval/`), so
+any two compare directly: `review-lab compare --run base=<out>/single --run review=<out>/review`.
+The writer (and the judge, when it is the same model) is loaded once for all of them.
+
+Resumable: generation and evaluation both skip finished work, so re-running the same command
+continues an interrupted benchmark. Prompts that failed (a blank completion after every re-ask)
+are reported at the end and the command exits 1; re-running retries them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from eval.benchmark.table import write_benchmark
+from eval.corpus.resolve import one_notice, reference_dir_option
+from eval.run import EvalConfig, Evaluator
+from eval.view import write_view
+from generate.backends import ModelOptions
+from generate.backends.options import batch_size_option
+from generate.common import machine
+from generate.common.config import parse_config
+from generate.common.errors import UsageError
+from generate.common.manifest import write_manifest
+from generate.frameworks import FRAMEWORKS
+from generate.runner import RunConfig, Runner, raise_failures, run_collecting
+
+log = logging.getLogger("benchmark")
+ORDER = ["single", "teacher", "debate", "discussion", "review"]
+EXAMPLE = "review-lab benchmark --limit 4 --max-new-tokens 200 --reference-max-chunks 2000 --out runs/benchmark"
+
+
+@dataclass
+class BenchmarkConfig(ModelOptions):
+    """The writer (`--model`, its batching and connection), shared by every framework; the judge
+    is the writer unless `--judge` names another model, reached with the same options."""
+
+    batch_size: int = batch_size_option(48)
+    dataset: str = "default"
+    limit: int | None = field(default=None, metadata={"help": "N prompts, taken across aspects in turn"})
+    out: str = "runs/benchmark"
+    frameworks: list[str] = field(default_factory=lambda: list(ORDER))
+    max_new_tokens: int = 400
+    seed: int = 0
+    judge: str | None = field(default=None, metadata={"help": "judge model spec (default: the writer)"})
+    judge_mode: str = field(default="logprob", metadata={"help": "logprob | sample"})
+    reference_dir: str | None = reference_dir_option()
+    reference_max_chunks: int | None = None
+    no_eval: bool = field(default=False, metadata={"help": "generate only"})
+
+    def __post_init__(self) -> None:
+        unknown = [f for f in self.frameworks if f not in FRAMEWORKS]
+        if unknown:
+            raise UsageError(f"unknown framework(s) {', '.join(unknown)}; choose from {', '.join(sorted(FRAMEWORKS))}")
+
+
+@one_notice()  # five evaluations, one "reference metrics unavailable" line
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_config(BenchmarkConfig, argv, prog="review-lab benchmark", description=__doc__.split("\n\n")[0],
+                       example=EXAMPLE)
+    out = Path(cfg.out)
+    write_manifest(out, kind="benchmark", config=asdict(cfg), seed=cfg.seed)
+    model = cfg.load(cfg.model)
+    failed: dict[str, dict[str, str]] = {}
+    started = time.perf_counter()
+    for k, name in enumerate(cfg.frameworks, 1):
+        log.info("[%d/%d] %s (benchmark elapsed %s, peak resident memory so far %s GiB)", k, len(cfg.frameworks), name,
+                 _clock(time.perf_counter() - started), machine.peak_rss_gb())
+        runner = Runner(RunConfig(framework=name, model=cfg.model, dataset=cfg.dataset, limit=cfg.limit,
+                                  seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, out=str(out / name),
+                                  **cfg.connection()), model=model)
+        stories = run_collecting(runner, failed)
+        if not cfg.no_eval:
+            ecfg = EvalConfig(stories=[str(stories)], out=str(out / name / "eval"), judge=cfg.judge or cfg.model,
+                              judge_mode=cfg.judge_mode, seed=cfg.seed, reference_dir=cfg.reference_dir,
+                              reference_max_chunks=cfg.reference_max_chunks, **cfg.connection())
+            Evaluator(ecfg, models={cfg.model: model}).run()
+    log.info("all frameworks done in %s (peak resident memory %s GiB)", _clock(time.perf_counter() - started),
+             machine.peak_rss_gb())
+    write_benchmark(out, cfg.frameworks, f"Benchmark: {cfg.model} on {cfg.dataset}")
+    write_view([out / name for name in cfg.frameworks], out / "view.html",
+               title=f"Benchmark: {cfg.model} on {cfg.dataset}")
+    log.info("table: %s", out / "benchmark.md")
+    raise_failures(failed)
+    return 0
+
+
+def _clock(seconds: float) -> str:
+    return time.strftime("%H:%M:%S", time.gmtime(seconds))

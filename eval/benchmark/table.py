@@ -1,0 +1,98 @@
+"""The benchmark table: each framework's evaluation summary (paper's Table 1 layout) joined with its
+inference cost, relative to the single agent.
+
+Each framework is a run directory `<out>/<framework>/` with its own evaluation in `eval/`, so any
+two of them compare directly (`review-lab compare --run base=<out>/single --run review=<out>/review`).
+The paper claims LLM Review costs about 9x the single agent; the cost columns let a reader check
+that claim on their own model and see what each framework's gains cost.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from eval.compare import COST_FIELDS, inference_cost
+from eval.metrics.catalog import Catalog
+from eval.report import CELL_NOTE, missing_lines, read_summary, table
+from generate.common.jsonl import read_jsonl
+
+COST_LABELS = {"calls": "Calls", "prompt_tokens": "Prompt tok.", "completion_tokens": "Compl. tok.",
+               "seconds": "Seconds"}
+
+
+def benchmark_table(run_dir: Path, frameworks: list[str]) -> tuple[Catalog | None, dict[str, Any]]:
+    """(catalog, {framework: {"metrics": summary cells | None, "cost": per-prompt cost with `x_single`}})."""
+    costs, cells, catalog = {}, {}, None
+    for fw in frameworks:
+        stories = list(read_jsonl(run_dir / fw / "stories.jsonl"))
+        costs[fw] = inference_cost(stories, {s["prompt_id"] for s in stories})
+        summary = run_dir / fw / "eval" / "summary.json"
+        cells[fw] = None
+        if summary.is_file():
+            catalog, by_framework = read_summary(summary)
+            cells[fw] = by_framework.get(fw)
+    base = costs.get("single")
+    out = {}
+    for fw in frameworks:
+        cost = costs[fw]
+        if cost is not None:
+            cost = {**cost, "x_single": {f: (cost[f] / base[f] if base and base[f] else None) for f in COST_FIELDS}}
+        out[fw] = {"metrics": cells[fw], "cost": cost, "seconds": _seconds(run_dir / fw, cost)}
+    return catalog, out
+
+
+def _seconds(run: Path, cost: dict | None) -> dict[str, float]:
+    """Where a framework's time went: generation (the prompts' wall seconds, summed) and its
+    evaluation's parts (judge, surprisal, metrics; from the last evaluation invocation's manifest)."""
+    out = {"generation": cost["seconds"] * cost["n_prompts"]} if cost else {}
+    manifest = run / "eval" / "manifest.json"
+    if manifest.is_file():
+        out.update(json.loads(manifest.read_text(encoding="utf-8")).get("seconds") or {})
+    return out
+
+
+def time_lines(rows: dict[str, Any]) -> list[str]:
+    """A markdown table of where each framework's time went, in minutes."""
+    parts = list(dict.fromkeys(p for row in rows.values() for p in row["seconds"]))
+    if not parts:
+        return []
+    lines = ["| Framework | " + " | ".join(f"{p} (min)" for p in parts) + " | total (min) |",
+             "|---" * (len(parts) + 2) + "|"]
+    for fw, row in rows.items():
+        sec = row["seconds"]
+        cells = [f"{sec[p] / 60:.1f}" if p in sec else "n/a" for p in parts]
+        lines.append(f"| {fw} | " + " | ".join(cells) + f" | {sum(sec.values()) / 60:.1f} |")
+    total = sum(sum(row["seconds"].values()) for row in rows.values())
+    return ["Where the time went:", "", *lines, "", f"Total: {total / 3600:.2f} h.", ""]
+
+
+def render(catalog: Catalog | None, rows: dict[str, Any], title: str) -> str:
+    catalog = catalog or Catalog.from_aspects({})
+    extra_head = [*(f"{COST_LABELS[c]}/prompt" for c in COST_LABELS), "Tokens × single", "Calls × single"]
+    extra = {}
+    for fw, row in rows.items():
+        cost = row["cost"]
+        cells = [f"{cost[c]:,.1f}" if cost else "n/a" for c in COST_LABELS]
+        for c in ("total_tokens", "calls"):
+            ratio = cost["x_single"][c] if cost else None
+            cells.append(f"{ratio:.1f}x" if ratio is not None else "n/a")
+        extra[fw] = cells
+    cells = {fw: row["metrics"] or {} for fw, row in rows.items()}
+    lines = [f"# {title}", "", *table(cells, catalog, extra=extra, extra_head=extra_head), "",
+             f"{CELL_NOTE} Cost: mean per prompt over all of a framework's calls (every agent, teacher included); "
+             "seconds are wall time on this machine, amortized over the prompts batched together.", ""]
+    lines += time_lines(rows)
+    absent = missing_lines(cells, catalog)
+    if absent:
+        lines += ["Missing values:", "", *absent, ""]
+    return "\n".join(lines)
+
+
+def write_benchmark(run_dir: Path, frameworks: list[str], title: str) -> dict[str, Any]:
+    catalog, rows = benchmark_table(run_dir, frameworks)
+    payload = {"metrics": catalog.to_json() if catalog else [], "frameworks": rows}
+    (run_dir / "benchmark.json").write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    (run_dir / "benchmark.md").write_text(render(catalog, rows, title), encoding="utf-8")
+    return rows

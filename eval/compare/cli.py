@@ -1,0 +1,67 @@
+"""`review-lab compare`: evaluated runs against a baseline, with paired gains, CIs and p-values,
+inference cost and a verdict.
+
+Each --run is NAME=DIR, DIR a run directory (stories.jsonl + eval/scores.jsonl) or a scores.jsonl
+itself; the run named `base` (else the first) is the baseline. Prompts are paired by their text
+(not their id), with a paired bootstrap CI and a Wilcoxon signed-rank test (see `eval.compare` and
+`eval.stats`). Runs that differ in dataset, judge, surprisal scorer or reference corpus are refused
+(exit 2, one line naming the field) unless `--allow-mismatch FIELD` says so. Writes
+comparison.json, comparison.md, gains.png, cost_vs_gain.png and manifest.json to --out and prints
+the Markdown.
+
+    review-lab compare --run base=runs/single --run review=runs/review \
+        --run tuned=runs/tuned --out runs/compare [--metrics judge_average kl] [--boot 10000]
+    review-lab compare --config compare.yaml             # YAML + command-line overrides
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+from eval.compare.checks import MISMATCH_FIELDS
+from eval.compare.gains import compare
+from eval.compare.report import render_markdown, write_outputs
+from eval.compare.runs import load_run, parse_run_spec
+from generate.common.config import parse_config
+from generate.common.errors import UsageError
+from generate.common.manifest import write_manifest
+
+EXAMPLE = "review-lab compare --run base=runs/benchmark/single --run review=runs/benchmark/review --out runs/compare"
+
+
+@dataclass
+class CompareConfig:
+    run: list[str] = field(default_factory=list,
+                           metadata={"help": "NAME=DIR (repeat); base, else the first, is the baseline"})
+    out: str = ""
+    metrics: list[str] = field(default_factory=list, metadata={"help": "default: judge average, aspects, rule metrics"})
+    boot: int = field(default=10_000, metadata={"help": "bootstrap resamples"})
+    seed: int = field(default=0, metadata={"help": "bootstrap seed"})
+    alpha: float = field(default=0.05, metadata={"help": "significance level"})
+    allow_mismatch: list[str] = field(default_factory=list,
+                                      metadata={"help": f"fields the runs may differ in: {', '.join(MISMATCH_FIELDS)}"})
+
+    def __post_init__(self) -> None:
+        if not self.run:
+            raise UsageError("no runs given (--run base=DIR --run other=DIR)")
+        if not self.out:
+            raise UsageError("--out is required")
+        if self.boot < 1:
+            raise UsageError("--boot must be at least 1")
+        if not 0 < self.alpha < 1:
+            raise UsageError("--alpha must be between 0 and 1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Load the runs, compare them with the baseline, write the outputs and print the Markdown."""
+    cfg = parse_config(CompareConfig, argv, prog="review-lab compare", description=__doc__.split("\n\n")[0],
+                       example=EXAMPLE)
+    runs = [load_run(*parse_run_spec(spec)) for spec in cfg.run]
+    comparison = compare(runs, metrics=cfg.metrics or None, n_boot=cfg.boot, seed=cfg.seed, alpha=cfg.alpha,
+                         allow_mismatch=cfg.allow_mismatch)
+    write_outputs(comparison, cfg.out)
+    write_manifest(cfg.out, kind="comparison", config=asdict(cfg), seed=cfg.seed,
+                   extra={"provenance": comparison["provenance"], "mismatches": comparison["mismatches"]})
+    print(render_markdown(comparison))
+    return 0

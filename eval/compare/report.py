@@ -1,0 +1,113 @@
+"""A comparison as files: comparison.json, comparison.md and the two plots (`eval.compare.plots`).
+
+The numbers and the verdict are computed in `eval.compare.gains` and `eval.compare.verdict`; this
+module only lays them out, so that the statistics can be tested without rendering and the
+rendering changed without touching them.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from typing import Any
+
+from eval.compare.plots import plot_cost_vs_gain, plot_gains
+from eval.compare.verdict import label, level_label, signed
+
+log = logging.getLogger("eval.compare")
+
+
+def _cell(x: float | None, fmt: str = ".3g") -> str:
+    return "—" if x is None else format(x, fmt)
+
+
+def _dropped_phrase(dropped: dict[str, list[str]]) -> str:
+    return "; ".join(f"`{n}` {len(ids)}" + (f" ({', '.join(ids)})" if ids else "") for n, ids in dropped.items())
+
+
+def render_markdown(comparison: dict[str, Any]) -> str:
+    """The comparison as Markdown: provenance, verdict, then score, gain and cost tables."""
+    cfg, prompts = comparison["config"], comparison["prompts"]
+    base, level = cfg["base"], level_label(cfg["alpha"])
+    names = list(cfg["runs"])
+    lines = [
+        f"# Comparison with `{base}`", "",
+        f"Prompts compared: {prompts['n_common']}, those present in every run. "
+        f"Dropped per run: {_dropped_phrase(prompts['dropped'])}.", "",
+        f"Gain = run − `{base}`, paired by prompt (each run's stories are averaged per prompt first). "
+        f"{level} CI: paired percentile bootstrap over prompts ({cfg['n_boot']} resamples, seed {cfg['seed']}); "
+        f"p: two-sided Wilcoxon signed-rank; significant: the CI excludes 0 and p < {cfg['alpha']:g}. "
+        "A prompt without a value for a metric in either run is left out of that metric only (column 'missing').",
+        *_mismatch_lines(comparison),
+        "", "## Verdict", "", *(f"- {line}" for line in comparison["verdict"]), "",
+        "## Scores (mean ± std over stories, se = standard error of the mean, n)", "",
+        "| metric | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|",
+    ]
+    for metric, by_run in comparison["describe"].items():
+        cells = [f"{_cell(s['mean'])} ± {_cell(s['std'])} (se {_cell(s['se'])}, n {s['n']})" if s["n"] else "—"
+                 for s in by_run.values()]
+        lines.append(f"| {label(comparison, metric)} | " + " | ".join(cells) + " |")
+    lines += [
+        "", f"## Gain over `{base}` (paired by prompt)", "",
+        f"| metric | run | gain | {level} CI | p | prompts | missing | significant | gain per extra base tokens |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for metric, by_run in comparison["gains"].items():
+        for name, g in by_run.items():
+            ci = "—" if g["gain"] is None else f"[{signed(g['ci_low'])}, {signed(g['ci_high'])}]"
+            lines.append(
+                f"| {label(comparison, metric)} | `{name}` | {signed(g['gain']) if g['gain'] is not None else '—'} | {ci} "
+                f"| {_cell(g['p_value'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
+                f"| {'yes' if g['significant'] else 'no'} | {_cell(g['gain_per_extra_base_tokens'])} |"
+            )
+    lines += [
+        "", "## Inference cost per prompt", "",
+        "Means over the compared prompts; `prompt_usage` and `seconds` cover all of a prompt's agents and are "
+        "counted once per prompt.", "",
+        "| run | prompts | calls | prompt tokens | completion tokens | total tokens | seconds "
+        "| calls × base | tokens × base | seconds × base |", "|---" * 10 + "|",
+    ]
+    for name, c in comparison["cost"].items():
+        if c is None:
+            lines.append(f"| `{name}` | unknown (no usable stories.jsonl) |" + " |" * 8)
+            continue
+        ratios = " | ".join(_cell(c["x_base"][f], ".2f") for f in ("calls", "total_tokens", "seconds"))
+        lines.append(f"| `{name}` | {c['n_prompts']} | {c['calls']:.3g} | {c['prompt_tokens']:,.0f} "
+                     f"| {c['completion_tokens']:,.0f} | {c['total_tokens']:,.0f} | {c['seconds']:.3g} | {ratios} |")
+    lines += [
+        "", f"Gain per extra base tokens = gain / (total tokens per prompt of the run / those of `{base}` − 1): "
+        f"the gain bought by each additional `{base}`-run's worth of tokens (with a single-agent baseline, per "
+        f"extra single-agent-equivalent). Not defined (—) when the run uses no more tokens than `{base}`.", "",
+        "## Plots", "", "![Gain over base](gains.png)", "", "![Cost vs gain](cost_vs_gain.png)", "",
+    ]
+    return "\n".join(lines)
+
+
+def _mismatch_lines(comparison: dict[str, Any]) -> list[str]:
+    """What the runs differ in although they were compared (`--allow-mismatch`), said up front."""
+    lines = []
+    for key, values in comparison.get("mismatches", {}).items():
+        shown = "; ".join(f"`{run}`: {json.dumps(v, sort_keys=True)[:160]}" for run, v in values.items())
+        lines.append(f"**Not like for like: the runs differ in {key}** (allowed by --allow-mismatch {key}): {shown}.")
+    for metric, why in comparison.get("excluded", {}).items():
+        lines.append(f"{label(comparison, metric)} is not compared: {why}.")
+    return ["", *lines] if lines else []
+
+
+def write_outputs(comparison: dict[str, Any], out: str | Path) -> dict[str, Path]:
+    """Write comparison.json, comparison.md, gains.png and cost_vs_gain.png into `out`.
+
+    Returns:
+        {kind: path} of the written files.
+    """
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {"json": out / "comparison.json", "markdown": out / "comparison.md",
+             "gains_plot": out / "gains.png", "cost_plot": out / "cost_vs_gain.png"}
+    paths["json"].write_text(json.dumps(comparison, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    paths["markdown"].write_text(render_markdown(comparison), encoding="utf-8")
+    plot_gains(comparison, paths["gains_plot"])
+    plot_cost_vs_gain(comparison, paths["cost_plot"])
+    log.info("wrote %s", ", ".join(str(p) for p in paths.values()))
+    return paths

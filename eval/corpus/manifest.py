@@ -1,0 +1,116 @@
+"""The corpus manifest: one row per work, with where to fetch it and what it must hash to.
+
+A tab-separated file with a header row; lines starting with `#` are comments. Columns:
+
+    file             name of the work in the corpus directory (`pg35.txt`)
+    title, author    for people (optional)
+    source_repo      GITenberg repository (optional)
+    commit           the commit the URL is pinned to (optional)
+    source_path      the file's path in that repository (optional)
+    source_encoding  encoding the source is served in (utf-8, latin-1, cp1252)
+    url              the source pinned to that commit
+    sha256           SHA-256 of the normal form (`eval.corpus.normalise`)
+    bytes            size of the normal form (optional)
+
+The committed manifest is `configs/reference/scifi-classics.tsv`; tests write small ones.
+"""
+
+from __future__ import annotations
+
+import codecs
+import csv
+import hashlib
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from generate.common.errors import UsageError
+from generate.common.paths import CONFIG_DIR
+
+DEFAULT_MANIFEST = CONFIG_DIR / "reference" / "scifi-classics.tsv"
+COLUMNS = ("file", "title", "author", "source_repo", "commit", "source_path", "source_encoding", "url", "sha256",
+           "bytes")
+REQUIRED = ("file", "source_encoding", "url", "sha256")
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.txt")
+
+
+@dataclass(frozen=True)
+class Work:
+    """One work of the corpus and how to get it."""
+
+    file: str
+    source_encoding: str
+    url: str
+    sha256: str
+    title: str = ""
+    author: str = ""
+    source_repo: str = ""
+    commit: str = ""
+    source_path: str = ""
+    bytes: int | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    """The works of one corpus, in file-name order.
+
+    Attributes:
+        path: Where the manifest was read from.
+        works: The works.
+    """
+
+    path: Path
+    works: tuple[Work, ...]
+
+    @property
+    def key(self) -> str:
+        """Names the corpus in the cache: a digest of the (file, sha256) pairs, so two manifests
+        of different works never share a directory while a moved URL keeps the fetched copy."""
+        digest = hashlib.sha256("".join(f"{w.file}\t{w.sha256}\n" for w in self.works).encode())
+        return digest.hexdigest()[:16]
+
+    def __len__(self) -> int:
+        return len(self.works)
+
+
+def read_manifest(path: str | Path | None = None) -> Manifest:
+    """Read and validate a manifest (default: the committed one).
+
+    Raises:
+        UsageError: The file is missing or a row is malformed (bad name, hash, encoding or a
+            duplicate file name).
+    """
+    path = Path(path) if path else DEFAULT_MANIFEST
+    if not path.is_file():
+        raise UsageError(f"corpus manifest not found: {path}")
+    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    reader = csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
+    if missing:
+        raise UsageError(f"{path}: missing column(s) {', '.join(missing)} in the header row")
+    rows = list(reader)
+    if not rows:
+        raise UsageError(f"{path}: lists no works")
+    works = [_work(row, f"{path}: work {n}") for n, row in enumerate(rows, 1)]
+    names = [w.file for w in works]
+    duplicates = sorted({n for n in names if names.count(n) > 1})
+    if duplicates:
+        raise UsageError(f"{path}: duplicate file name(s) {', '.join(duplicates)}")
+    return Manifest(path, tuple(sorted(works, key=lambda w: w.file)))
+
+
+def _work(row: dict[str, str | None], where: str) -> Work:
+    values = {k: (v or "").strip() for k, v in row.items() if k in COLUMNS}
+    if not _NAME.fullmatch(values["file"]):
+        raise UsageError(f"{where}: file must be a plain name ending in .txt, got {values['file']!r}")
+    if not _HEX64.fullmatch(values["sha256"]):
+        raise UsageError(f"{where}: sha256 must be 64 lowercase hex digits")
+    try:
+        codecs.lookup(values["source_encoding"])
+    except LookupError:
+        raise UsageError(f"{where}: unknown source_encoding {values['source_encoding']!r}") from None
+    size = values.pop("bytes", "")
+    if size and not size.isdigit():
+        raise UsageError(f"{where}: bytes must be a whole number, got {size!r}")
+    return Work(**values, bytes=int(size) if size else None)

@@ -1,0 +1,47 @@
+"""What the hf backend picks by device: the dtype, the SDPA kernels of its decode loops, and the
+memory its prefix store may keep."""
+
+from __future__ import annotations
+
+import torch
+from torch.nn.attention import SDPBackend
+
+from generate.common.machine import cpu_supports_bf16, memory_bytes
+
+
+def pick_dtype(dtype: str, device: str) -> torch.dtype:
+    """`dtype` by name, or for "auto": bf16 on an accelerator and on a CPU with native bf16, else
+    float32 (bf16 emulated on a CPU is slower than float32)."""
+    if dtype != "auto":
+        return getattr(torch, dtype)
+    if device.startswith("cuda"):
+        return torch.bfloat16
+    return torch.bfloat16 if cpu_supports_bf16() else torch.float32
+
+
+def store_budget(device: str) -> int:
+    """Bytes of keys and values the prefix store may keep: 30% of the machine's memory on a CPU, 2 GiB
+    on an accelerator (or where the memory is unknown). A round of `make benchmark-full` carries 96
+    conversations to the next, tens of megabytes each after round two: more than 2 GiB holds, and
+    conversations that do not fit re-encode their whole histories."""
+    total = memory_bytes() if device == "cpu" else None
+    return int(0.3 * total) if total else 2 << 30
+
+
+def store_reserve(device: str) -> int:
+    """Bytes of memory the prefix store keeps available on the machine (`PrefixStore`'s
+    `reserve_bytes`): a quarter of it on a CPU, room for the next batch's decode cache and prefill;
+    0 (no check) on an accelerator, whose memory the OS's MemAvailable does not describe."""
+    total = memory_bytes() if device == "cpu" else None
+    return total // 4 if total else 0
+
+
+def decode_sdpa_backends(device: str) -> list[SDPBackend] | None:
+    """The SDPA kernels our decode loops may use on `device` (None: torch's choice).
+
+    On CUDA, torch picks cuDNN's attention for our masked decode steps, and cuDNN builds a plan for
+    every new key length, that is at every step: the host's time then goes to planning, not to the
+    GPU. The memory-efficient kernel takes the same masks without a plan per shape."""
+    if not device.startswith("cuda"):
+        return None
+    return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]

@@ -1,0 +1,83 @@
+"""The options that pick a model and say how to reach it, declared once for every command.
+
+A command's config inherits `ModelOptions` (the model spec, batching and connection) or, where
+its model field has a name of its own (the evaluation's `--judge`), `BackendOptions` alone; it
+changes a default with `batch_size_option(n)`, so flags and YAML keys stay the same everywhere.
+`backend_options` hands a backend kind only what it takes: the hf backend batches, the openai
+one connects, vLLM takes neither. Which decode path the hf backend runs is its own constructor
+option (`load_backend(spec, path=...)`), not a command's; where a path changes the numbers, the
+backend says so in its `numerics`, which a resumed run compares (`generate.common.resumable`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from generate.backends.model import Model
+
+DEFAULT_MODEL = "smollm2-135m-instruct"
+MODEL_HELP = "hf:<id|dir>, openai:<model>, vllm:<model> or an alias"
+
+# Backend kind -> the options it takes; a spec without a known kind (an alias) is an hf model.
+OPTIONS_BY_KIND: dict[str, tuple[str, ...]] = {
+    "hf": ("batch_size",),
+    "openai": ("base_url", "api_key", "concurrency", "timeout"),
+    "vllm": (),
+}
+
+
+def backend_options(spec: str, *, batch_size: int, base_url: str | None = None, api_key: str | None = None,
+                    concurrency: int = 8, timeout: float = 120.0) -> dict[str, Any]:
+    """The subset of the model options that the spec's backend kind takes."""
+    given = {"batch_size": batch_size, "base_url": base_url, "api_key": api_key, "concurrency": concurrency,
+             "timeout": timeout}
+    names = OPTIONS_BY_KIND.get(spec.partition(":")[0], OPTIONS_BY_KIND["hf"])
+    return {name: given[name] for name in names}
+
+
+def batch_size_option(default: int) -> Any:
+    """The `batch_size` field with a command's own default (its batches differ in size)."""
+    return field(default=default, metadata={"help": "hf: sequences per forward pass"})
+
+
+@dataclass
+class BackendOptions:
+    """How to batch and reach any model a command loads (its model field is declared apart)."""
+
+    batch_size: int = batch_size_option(16)
+    base_url: str | None = field(default=None, metadata={"help": "openai: server URL (else OPENAI_BASE_URL)"})
+    api_key: str | None = field(default=None, metadata={"help": "openai: key (else OPENAI_API_KEY)"})
+    concurrency: int = field(default=8, metadata={"help": "openai: requests in flight"})
+    timeout: float = field(default=120.0, metadata={"help": "openai: seconds per request"})
+    retries: int = field(default=5, metadata={"help": "retries of a failed call before it counts as failed"})
+
+    def connection(self) -> dict[str, Any]:
+        """These options by name, for the configs of the runs a composite command makes (a
+        benchmark's generations and evaluations), so their manifests record what was used."""
+        return {f.name: getattr(self, f.name) for f in fields(BackendOptions)}
+
+    def backend_options(self, spec: str) -> dict[str, Any]:
+        return backend_options(spec, batch_size=self.batch_size, base_url=self.base_url, api_key=self.api_key,
+                               concurrency=self.concurrency, timeout=self.timeout)
+
+    def load(self, spec: str) -> Model:
+        """The retrying, batching `Model` for `spec` with these options."""
+        from generate.backends import load_model  # the registry imports this module
+
+        return load_model(spec, retries=self.retries, **self.backend_options(spec))
+
+
+@dataclass
+class _Model:
+    model: str = field(default=DEFAULT_MODEL, metadata={"help": MODEL_HELP})
+
+
+@dataclass
+class ModelOptions(BackendOptions, _Model):
+    """A command's one model (`--model`) and how to batch and reach it (fields in that order:
+    a dataclass takes its bases' fields from the last base to the first)."""
+
+    def load_model(self) -> Model:
+        return self.load(self.model)

@@ -1,0 +1,158 @@
+"""`review-lab heldout`: held-out reward before vs after GRPO, the evidence that training learned
+something.
+
+Each model writes `--samples` stories for every held-out prompt of a training run's split (the
+prompts GRPO never saw), with the recipe's decoding settings and the same per-story seeds for
+every model, so the models differ only in their weights. Every story is scored with the recipe's
+composite reward (same reward functions, options, gate and weights as training) and a table of
+per-reward means and the weighted total is printed, with each model's paired difference from the
+first model (per-prompt means, so a prompt's samples count once; +- is the standard error over
+prompts).
+
+Usage:
+    review-lab heldout --config configs/grpo/smollm2_cpu.yaml \
+        --split runs/grpo/smollm2_cpu/split.json --samples 8 \
+        --model base=smollm2-135m-instruct --model grpo=hf:runs/grpo/smollm2_cpu/merged \
+        --out runs/grpo/smollm2_cpu/heldout
+    review-lab heldout --options heldout.yaml --samples 4   # YAML + overrides
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import numpy as np
+from trl import GRPOConfig
+
+from generate.backends import ChatRequest, SamplingParams, load_model
+from generate.common.config import add_dataclass_args, build_config, load_yaml, new_parser
+from generate.common.errors import UsageError
+from generate.common.manifest import write_manifest
+from generate.datasets import load_dataset
+from generate.journal import derive_seed
+from generate.prompts import load_prompts
+from rewards import RewardContext, build_rewards
+from rewards.composite import score_batch
+from train.args import ScriptArguments
+from train.split import load_split
+
+log = logging.getLogger("heldout_reward")
+EXAMPLE = ("review-lab heldout --config configs/grpo/smollm2_cpu.yaml --split runs/grpo/smollm2_cpu --samples 4 "
+           "--model base=smollm2-135m-instruct --model grpo=hf:runs/grpo/smollm2_cpu/merged")
+
+
+def recipe_settings(config: dict) -> tuple[ScriptArguments, dict]:
+    """The recipe's reward arguments and decoding settings (GRPOConfig defaults where unset)."""
+    names = {f.name for f in dataclasses.fields(ScriptArguments)}
+    script = ScriptArguments(**{k: v for k, v in config.items() if k in names})
+    defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    decoding = {k: config.get(k, defaults[k]) for k in ("max_completion_length", "temperature", "top_p", "seed")}
+    weights = config.get("reward_weights") or [1.0] * len(script.reward_funcs)
+    return script, {**decoding, "reward_weights": weights}
+
+
+def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
+    """`samples` stories per task, seeded by (seed, task, sample) so every model gets the same seeds."""
+    prompt_set = load_prompts()
+    params = SamplingParams(decoding["max_completion_length"], decoding["temperature"], decoding["top_p"])
+    requests = [ChatRequest(prompt_set.writer_messages(t.prompt), params, seed=derive_seed(decoding["seed"], t.id, k))
+                for t in tasks for k in range(samples)]
+    options = {} if spec.startswith(("openai:", "vllm:")) else {"dtype": "float32", "batch_size": 8}
+    model = load_model(spec, **options)
+    try:
+        return [c.text for c in model.generate(requests, desc=spec)]
+    finally:
+        model.close()
+
+
+def paired_difference(per_prompt: np.ndarray, base: np.ndarray) -> tuple[float, float]:
+    """Mean and standard error over prompts of (model - base) per-prompt means."""
+    diff = per_prompt - base
+    sem = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
+    return float(diff.mean()), sem
+
+
+def table(results: dict[str, dict[str, list]], n_prompts: int, samples: int) -> str:
+    """Per-reward means and the total, plus each model's paired total difference from the first."""
+    names = list(next(iter(results.values()))["values"])
+    header = ["model"] + names + ["total", "diff vs " + next(iter(results))]
+    rows, base = [], None
+    for label, res in results.items():
+        totals = np.array([np.nan if t is None else t for t in res["totals"]], dtype=float)
+        per_prompt = np.nanmean(totals.reshape(n_prompts, samples), axis=1)
+        base = per_prompt if base is None else base
+        cells = [label] + [f"{_mean(res['values'][n]):.4f}" for n in names] + [f"{np.nanmean(totals):.4f}"]
+        diff, sem = paired_difference(per_prompt, base)
+        cells.append("-" if per_prompt is base else f"{diff:+.4f} +- {sem:.4f}")
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in [header] + rows)
+
+
+def _mean(values: list) -> float:
+    present = [v for v in values if v is not None and math.isfinite(v)]
+    return sum(present) / len(present) if present else float("nan")
+
+
+@dataclass
+class HeldoutConfig:
+    config: str = field(default="", metadata={"help": "the GRPO recipe the models were trained with"})
+    split: str = field(default="", metadata={"help": "split.json of the training run (or its directory)"})
+    model: list[str] = field(default_factory=list, metadata={"help": "label=spec (or a spec); first = baseline"})
+    samples: int = field(default=4, metadata={"help": "stories per held-out prompt and model"})
+    out: str | None = field(default=None, metadata={"help": "directory for heldout.json and manifest.json"})
+
+    def __post_init__(self) -> None:
+        if not self.config or not self.split or not self.model:
+            raise UsageError("--config (the GRPO recipe), --split and at least one --model are required")
+        if self.samples < 1:
+            raise UsageError("--samples must be at least 1")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    # The GRPO recipe is this script's input, so its own options file is --options (not --config).
+    cfg = parse_options(argv)
+    script, settings = recipe_settings(load_yaml(cfg.config))
+    split = load_split(cfg.split)
+    tasks = split.select(load_dataset(split.dataset or script.dataset), "eval")
+    if not tasks:
+        raise UsageError("the split holds no held-out prompt")
+    funcs = build_rewards(script.reward_funcs, script.reward_options, script.reward_gate, RewardContext())
+    prompt_set = load_prompts()
+    prompts = [prompt_set.writer_messages(t.prompt) for t in tasks for _ in range(cfg.samples)]
+    columns = {"prompt_id": [t.id for t in tasks for _ in range(cfg.samples)],
+               "task_prompt": [t.prompt for t in tasks for _ in range(cfg.samples)]}
+
+    results: dict[str, dict[str, list]] = {}
+    for item in cfg.model:
+        label, _, spec = item.rpartition("=") if "=" in item else (item, "", item)
+        stories = write_stories(spec, tasks, cfg.samples, settings)
+        completions = [[{"role": "assistant", "content": s}] for s in stories]
+        values, totals = score_batch(funcs, prompts, completions, settings["reward_weights"], **columns)
+        results[label] = {"spec": spec, "stories": stories, "values": values, "totals": totals}
+    report = table(results, len(tasks), cfg.samples)
+    print(f"held-out prompts: {len(tasks)} x {cfg.samples} samples\n{report}")
+    if cfg.out:
+        out = Path(cfg.out)
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "heldout.json").write_text(json.dumps({"recipe": cfg.config, "split": cfg.split, "samples": cfg.samples,
+                                                      "prompt_ids": [t.id for t in tasks], "results": results,
+                                                      "table": report}, indent=2) + "\n", encoding="utf-8")
+        write_manifest(out, kind="heldout_reward", config=asdict(cfg), seed=settings["seed"],
+                       templates=prompt_set.texts(), extra={"recipe": load_yaml(cfg.config)})
+    return 0
+
+
+def parse_options(argv: Sequence[str] | None) -> HeldoutConfig:
+    """`--options FILE` (YAML) plus one flag per `HeldoutConfig` field; `--config` is the recipe."""
+    parser = new_parser("review-lab heldout", __doc__.split("\n\n")[0], EXAMPLE)
+    parser.add_argument("--options", help="YAML file of this script's options; flags override it")
+    add_dataclass_args(parser, HeldoutConfig)
+    args = vars(parser.parse_args(argv))
+    return build_config(HeldoutConfig, args.pop("options"), args)

@@ -1,0 +1,262 @@
+"""`review-lab story`, the whole story in one command: does GRPO on the single agent match what LLM
+Review gets from interaction, and at what cost? And which reward signal trains the better writer?
+
+    review-lab story --out runs/story                                  # or: make story
+    review-lab story --out runs/signals --signals composite rm principle
+    review-lab signals                   # the same: those three signals, into runs/signals (make signals)
+
+1. Split the training prompts (by prompt, stratified by aspect; the same split the GRPO recipes
+   use). Every evaluation below uses one set of prompts that no training step sees: the held-out
+   split (`--eval-dataset heldout`, 4 prompts of the bundled set), or prompts of another dataset
+   such as SciFi-100, the paper's benchmark (`--eval-dataset scifi100 --eval-limit 8`: 8 prompts
+   from 8 aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts.
+2. Baseline: the base writer as single agent and inside Review, on the evaluation prompts.
+3. One GRPO writer per reward signal (`--signals`), all with the same CPU recipe but the reward:
+   `composite` (ours: judge + novelty + diversity + length), `rm` (the Bradley-Terry reward model
+   trained on multi-agent curated preferences; arXiv 2508.21476 3.1) and `principle` (the
+   adversarially optimised principle judge; 3.2). The signals are prepared first
+   (`train/signals.py`: candidates on training prompts, curation, reward model, weak
+   labels, principle optimisation).
+4. Each tuned writer as single agent on the evaluation prompts; the composite one also in Review.
+5. Evaluate every run with one judge and one surprisal scorer (the base writer, so that surprisal
+   is comparable across writers) and, when the signals exist, both signals' verdicts (excellence
+   rates, agreement: `eval/signals.py`); compare every run with the base single agent
+   (`compare/`), the tuned writer in Review with the base writer in Review (`compare_in_review/`).
+
+Every step is resumable: re-running continues where an interrupted story stopped. `story.json`
+records the arguments, the evaluation prompts, the wall time of each step (summed over the
+invocations that finished) and the signals' excellence rates per run.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from eval.compare import compare, load_run
+from eval.compare.report import write_outputs
+from eval.corpus.resolve import reference_dir_option
+from eval.run import EvalConfig, Evaluator
+from eval.signals import agreement
+from eval.view import write_view
+from generate.backends import load_model
+from generate.common.config import parse_config
+from generate.common.errors import UsageError
+from generate.common.manifest import write_manifest
+from generate.datasets import Task, load_dataset, spread_over_aspects
+from generate.runner import RunConfig, Runner, raise_failures, run_collecting
+from train import signals as signal_steps
+from train.launch import accelerate_command
+from train.split import Split, load_split, split_tasks
+
+log = logging.getLogger("end_to_end")
+BASE = "smollm2-135m-instruct"
+SIGNALS = {"composite": "configs/grpo/smollm2_cpu.yaml", "rm": "configs/grpo/smollm2_cpu_rm.yaml",
+           "principle": "configs/grpo/smollm2_cpu_principle.yaml"}
+EXAMPLE = "review-lab story --out runs/story --eval-dataset heldout --max-steps 4"
+SIGNALS_EXAMPLE = "review-lab signals --eval-dataset scifi100 --eval-limit 8"
+
+
+@dataclass
+class StoryConfig:
+    out: str = "runs/story"
+    signals: list[str] = field(default_factory=lambda: ["composite"],
+                               metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
+    max_steps: int | None = field(default=None, metadata={"help": "override the recipes' GRPO steps"})
+    max_new_tokens: int = 160
+    eval_dataset: str = field(default="heldout", metadata={
+        "help": "evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"})
+    eval_limit: int | None = field(default=None, metadata={"help": "at most N evaluation prompts, across aspects"})
+    reference_dir: str | None = reference_dir_option()
+    reference_max_chunks: int = 2000
+    candidates: list[str] = field(default_factory=list, metadata={
+        "help": "stories.jsonl runs to curate (default: the base writer on training prompts)"})
+    rm_config: str = "configs/rm/smollm2_cpu.yaml"
+    principle_iterations: int = 2
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        unknown = sorted(set(self.signals) - set(SIGNALS))
+        if unknown or not self.signals:
+            raise UsageError(f"unknown signal(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SIGNALS)}")
+
+
+@dataclass
+class SignalsConfig(StoryConfig):
+    """`review-lab signals`: the story with one writer per signal, in its own directory."""
+
+    out: str = "runs/signals"
+    signals: list[str] = field(default_factory=lambda: list(SIGNALS),
+                               metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
+
+
+def runs_of(signals: list[str]) -> dict[str, tuple[str, str]]:
+    """run name -> (framework, writer name): the baselines, then each signal's tuned writer."""
+    runs = {"base": ("single", "base"), "review": ("review", "base")}
+    for signal in signals:
+        suffix = "" if signal == "composite" else f"_{signal}"
+        runs[f"tuned{suffix}"] = ("single", signal)
+        if signal == "composite":
+            runs["tuned_review"] = ("review", signal)
+    return runs
+
+
+def train(cfg: StoryConfig, signal: str, out: Path, options: dict | None) -> Path:
+    """GRPO with `signal`'s recipe into `out`; `options` replace the recipe's reward options."""
+    merged = out / "merged"
+    if (merged / "config.json").is_file():
+        log.info("GRPO (%s) already done: %s", signal, merged)
+        return merged
+    args = ["--config", SIGNALS[signal], "--output_dir", str(out.resolve())]
+    if options is not None:
+        args += ["--reward_options", json.dumps(options)]
+    if cfg.max_steps:
+        args += ["--max_steps", str(cfg.max_steps)]
+    signal_steps.run(accelerate_command("grpo.py", ["--config_file", "configs/accelerate/cpu.yaml"], args),
+                     f"GRPO ({signal})")
+    return merged
+
+
+def evaluation_prompts(spec: str, limit: int | None, train_tasks: list[Task], heldout: list[Task]) -> list[Task]:
+    """The prompts every run is evaluated on; none of them may be a training prompt."""
+    tasks = spread_over_aspects(heldout if spec == "heldout" else load_dataset(spec), limit)
+    seen = {t.prompt.strip().lower() for t in train_tasks}
+    leaked = [t.id for t in tasks if t.prompt.strip().lower() in seen]
+    if leaked:
+        raise UsageError(f"--eval-dataset {spec}: {len(leaked)} prompt(s) are also training prompts, e.g. {leaked[0]}")
+    if not tasks:
+        raise UsageError(f"--eval-dataset {spec}: no prompts")
+    return tasks
+
+
+def write_prompts(tasks: list[Task], path: Path) -> None:
+    """Write the evaluation prompts, refusing to mix them with another set's runs in the same --out."""
+    text = "".join(json.dumps({"id": t.id, "aspect": t.aspect, "prompt": t.prompt}) + "\n" for t in tasks)
+    if path.is_file() and path.read_text() != text:
+        raise UsageError(f"{path.parent} was made with other evaluation prompts; use another --out")
+    path.write_text(text)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    cfg = parse_config(StoryConfig, argv, prog="review-lab story", description=__doc__.split("\n\n")[0],
+                       example=EXAMPLE)
+    return Story(cfg).run()
+
+
+def signals_main(argv: Sequence[str] | None = None) -> int:
+    """`review-lab signals`: `story` with `--signals composite rm principle --out runs/signals` as defaults."""
+    cfg = parse_config(SignalsConfig, argv, prog="review-lab signals",
+                       description="The story with one GRPO writer per reward signal (composite, reward model, "
+                                   "principle judge), compared on the same evaluation prompts.",
+                       example=SIGNALS_EXAMPLE)
+    return Story(cfg).run()
+
+
+class Story:
+    """One invocation of the flow: its evaluation prompts, its runs, the seconds of each step."""
+
+    def __init__(self, cfg: StoryConfig) -> None:
+        self.cfg, self.out = cfg, Path(cfg.out)
+        self.timings: dict[str, float] = {}
+        self.failed: dict[str, dict[str, str]] = {}
+        self.runs = runs_of(cfg.signals)
+        self.prompts_file = self.out / "eval_prompts.jsonl"
+
+    def run(self) -> int:
+        cfg, out = self.cfg, self.out
+        out.mkdir(parents=True, exist_ok=True)
+        write_manifest(out, kind="story", config=asdict(cfg), seed=cfg.seed)
+        tasks = load_dataset("default")
+        split = split_tasks(tasks, eval_fraction=0.2, seed=0, dataset="default")
+        train_tasks = split.select(tasks, "train")
+        prompts = evaluation_prompts(cfg.eval_dataset, cfg.eval_limit, train_tasks, split.select(tasks, "eval"))
+        write_prompts(prompts, self.prompts_file)
+        log.info("evaluating on %d prompts (%s) over %d aspects", len(prompts), cfg.eval_dataset,
+                 len({t.aspect for t in prompts}))
+        for name in ("base", "review"):
+            self.generate(name, BASE)
+        options, rm_dir, principles = self.prepare_signals(train_tasks, prompts)
+        writers = self.train_writers(options, split)
+        for name, (_, writer) in self.runs.items():
+            if writer != "base":
+                self.generate(name, writers[writer])
+        self.evaluate(rm_dir, principles)
+        self.report(prompts, signals=bool(rm_dir or principles))
+        raise_failures(self.failed)
+        return 0
+
+    def timed(self, step: str, fn: Callable[..., Any], *args: Any) -> Any:
+        start = time.perf_counter()
+        result = fn(*args)
+        self.timings[step] = time.perf_counter() - start
+        return result
+
+    def generate(self, name: str, writer: str) -> None:
+        run = RunConfig(framework=self.runs[name][0], model=writer, dataset=str(self.prompts_file),
+                        seed=self.cfg.seed, max_new_tokens=self.cfg.max_new_tokens, out=str(self.out / name))
+        self.timed(f"generate {name}", lambda: run_collecting(Runner(run, model=load_model(writer)), self.failed))
+
+    def prepare_signals(self, train_tasks: list[Task], prompts: list[Task]) -> tuple[dict, Path | None, Path | None]:
+        """(each signal's reward options for its recipe, the reward model's directory, the principles)."""
+        cfg, out = self.cfg, self.out
+        options: dict[str, dict | None] = {"composite": None}
+        rm_dir = principles = None
+        if "rm" in cfg.signals:
+            cands = self.timed("candidates", signal_steps.candidates, out / "candidates", cfg.candidates,
+                               train_tasks, prompts, BASE, cfg.max_new_tokens, cfg.seed, self.failed)
+            prefs = self.timed("curation", signal_steps.curate, out / "curation", cands, cfg.reference_dir)
+            rm_dir = self.timed("reward model", signal_steps.reward_model, out / "rm", prefs, cfg.rm_config)
+            options["rm"] = {"reward_model": {"model_dir": str(rm_dir.resolve()), "batch_size": 16},
+                             "length": {"target_words": 30, "tolerance": 0.15}}
+        if "principle" in cfg.signals:
+            principles = self.timed("principles", signal_steps.principles, out / "principles", cfg.reference_dir,
+                                    cfg.principle_iterations, BASE)
+            options["principle"] = {"principle_judge": {"principles": str(principles.resolve()), "timeout": 300},
+                                    "length": {"target_words": 30, "tolerance": 0.15}}
+        return options, rm_dir, principles
+
+    def train_writers(self, options: dict[str, dict | None], split: Split) -> dict[str, str]:
+        """writer name -> model spec: the base writer, then one GRPO writer per signal."""
+        writers = {"base": BASE}
+        for signal in self.cfg.signals:
+            grpo = self.out / ("grpo" if signal == "composite" else f"grpo_{signal}")
+            merged = self.timed(f"grpo {signal}", train, self.cfg, signal, grpo, options[signal])
+            if set(load_split(grpo).train) - set(split.train):
+                raise UsageError(f"the {signal} GRPO run trained on prompts outside our training split")
+            writers[signal] = f"hf:{merged.resolve()}"
+        return writers
+
+    def evaluate(self, rm_dir: Path | None, principles: Path | None) -> None:
+        """Every run with one judge and one surprisal scorer (the base writer), plus the signals' verdicts."""
+        cfg, out = self.cfg, self.out
+        base_model = load_model(BASE)
+        for name in self.runs:
+            ecfg = EvalConfig(stories=[str(out / name / "stories.jsonl")], out=str(out / name / "eval"), judge=BASE,
+                              scorer=BASE, reference_dir=cfg.reference_dir,
+                              reference_max_chunks=cfg.reference_max_chunks, seed=cfg.seed,
+                              principles=str(principles) if principles else None,
+                              reward_model=str(rm_dir) if rm_dir else None)
+            self.timed(f"evaluate {name}", lambda: Evaluator(ecfg, models={BASE: base_model}).run())
+
+    def report(self, prompts: list[Task], signals: bool) -> None:
+        """The comparisons, the viewer and story.json (whose seconds add up over resumed invocations)."""
+        cfg, out, runs = self.cfg, self.out, self.runs
+        loaded = {name: load_run(name, out / name) for name in runs}
+        write_outputs(compare(list(loaded.values()), seed=cfg.seed), out / "compare")
+        if "tuned_review" in loaded:  # homogenization, undefined for one story per prompt, compares here
+            write_outputs(compare([loaded["review"], loaded["tuned_review"]], seed=cfg.seed),
+                          out / "compare_in_review")
+        write_view([f"{name}={out / name}" for name in runs], out / "view.html", compare_dir=out / "compare")
+        excellence = {name: agreement(loaded[name].scores) for name in runs} if signals else None
+        path = out / "story.json"
+        previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}
+        seconds = {k: previous.get(k, 0.0) + self.timings.get(k, 0.0) for k in {**previous, **self.timings}}
+        story = {"config": asdict(cfg), "eval_prompts": [t.id for t in prompts], "seconds": seconds,
+                 "excellence": excellence}
+        path.write_text(json.dumps(story, indent=2) + "\n")
+        log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(self.timings.values()))
