@@ -62,7 +62,7 @@ BENCH_RUNS := $(if $(SCIFI100),$(wildcard runs/benchmark/*/stories.jsonl))
 signals: setup
 	@$(CORPUS)
 	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) signals \
-		$(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL)
+		$(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL) --allow-weak-signal
 
 # The paper's full benchmark: SciFi-100's 100 prompts, five frameworks, 400-token stories, evaluated.
 benchmark-full: setup

@@ -23,6 +23,10 @@ missing score carries its reason (`Judgement.reasons`).
 Every request of a pass, over all stories x aspects x samples, goes to the model as ONE batch:
 the `Model` wrapper sorts and splits it for the engine. A backend that stays down after its
 retries makes the affected requests missing (counted in the diagnostics), not the run crash.
+Such a score is missing for a transient cause (`Judgement.retry`): with a call journal
+(`journal`), every finished judge call is kept, and the evaluation scores that story again on its
+next run, asking only the calls that failed, with the same seeds. A score missing for a
+deterministic cause (an empty story, a request the backend refused, no parseable reply) is final.
 """
 
 from __future__ import annotations
@@ -35,9 +39,9 @@ from dataclasses import dataclass, field
 
 from eval.metrics.story import EMPTY
 from eval.rubric import MODES, SCORE_LINE, Rubric, judged_text, load_rubric
-from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams
+from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams, gave_up
 from generate.common.errors import UsageError
-from generate.journal import derive_seed
+from generate.journal import Journal, derive_seed, request_key
 
 log = logging.getLogger(__name__)
 
@@ -152,6 +156,8 @@ class Judgement:
         reasons: aspect -> why its score is missing.
         replies: aspect -> every reply the judge gave in sample mode (re-asks included, in the
             order received), so a reader can see why a story got its score.
+        retry: aspects with a judge call lost to a transient failure (retries run out): their
+            scores are not final, a later run asks those calls again.
     """
 
     scores: dict[str, float | None]
@@ -161,6 +167,7 @@ class Judgement:
     backend_failures: int = 0
     reasons: dict[str, str] = field(default_factory=dict)
     replies: dict[str, list[str]] = field(default_factory=dict)
+    retry: set[str] = field(default_factory=set)
 
     @classmethod
     def empty(cls, aspects: list[str]) -> Judgement:
@@ -203,11 +210,13 @@ class Judge:
         seed: base of the per-request seeds, which depend on the text the judge sees, aspect,
             sample and attempt, so a resumed evaluation asks exactly the same questions.
         top_logprobs: alternatives read per position in logprob mode (20 is the OpenAI maximum).
+        journal: where finished judge calls are kept and replayed from (an evaluation's
+            `judge_calls.jsonl`); None: every call is asked.
     """
 
     def __init__(self, model: Model, rubric: Rubric | str | None = None, *, mode: str = "sample", samples: int = 3,
                  max_parse_retries: int = 2, temperature: float = 0.7, top_p: float = 1.0,
-                 max_new_tokens: int = 192, seed: int = 0, top_logprobs: int = 20):
+                 max_new_tokens: int = 192, seed: int = 0, top_logprobs: int = 20, journal: Journal | None = None):
         if mode not in MODES:
             raise UsageError(f"unknown judge mode {mode!r}; expected one of: {', '.join(MODES)}")
         if samples < 1 or max_parse_retries < 0:
@@ -220,6 +229,7 @@ class Judge:
         self.sample_params = SamplingParams(max_new_tokens, temperature, top_p)
         self.seed = seed
         self.top_logprobs = top_logprobs
+        self.journal = journal
         self.prefill = bool(model.backend.supports_prefill)
         # Prefilled: " " and the digit at most. Otherwise room for "Score", ":", " 4" and a preamble.
         self.logprob_params = SamplingParams(2 if self.prefill else 12, 0.0, 1.0)
@@ -285,6 +295,8 @@ class Judge:
                 if reply is None or reply.error is not None:
                     out[i].backend_failures += 1
                     errors[(i, a)] = _failure(reply)
+                    if reply is None or gave_up(reply):
+                        out[i].retry.add(a)
                     continue
                 out[i].requests += 1
                 out[i].replies.setdefault(a, []).append(reply.text)
@@ -315,6 +327,8 @@ class Judge:
             if reply is None or reply.error is not None:
                 out[i].backend_failures += 1
                 out[i].reasons[a] = _failure(reply)
+                if reply is None or gave_up(reply):
+                    out[i].retry.add(a)
                 continue
             out[i].requests += 1
             value = score_from_logprobs(reply, self.prefill, self.rubric.low, self.rubric.high)
@@ -328,15 +342,22 @@ class Judge:
         return out
 
     async def _generate(self, requests: list[ChatRequest], desc: str | None) -> list[Completion | None]:
-        """One batched call; requests lost to a backend that stays down come back as None."""
-        results: list[Completion | None] = [None] * len(requests)
+        """One batched call of the requests the journal does not hold (each journaled as its engine
+        call returns); requests lost to a backend that stays down come back as None."""
+        keys = [request_key(self.model.name, r) for r in requests] if self.journal is not None else []
+        results: list[Completion | None] = [self.journal.get(k) for k in keys] if keys else [None] * len(requests)
+        todo = [i for i, r in enumerate(results) if r is None]
+        if not todo:
+            return results
 
         def keep(idx: list[int], outs: list[Completion]) -> None:
             for i, o in zip(idx, outs):
-                results[i] = o
+                results[todo[i]] = o
+            if self.journal is not None:
+                self.journal.add([keys[todo[i]] for i in idx], outs)
 
         try:
-            await self.model.agenerate(requests, desc=desc, on_done=keep)
+            await self.model.agenerate([requests[i] for i in todo], desc=desc, on_done=keep)
         except BackendUnavailable as exc:
             lost = sum(r is None for r in results)
             log.warning("judge backend unavailable (%s): %d of %d judge calls are missing", exc, lost, len(requests))

@@ -4,7 +4,11 @@ Stories are processed in chunks of whole prompt groups (all stories one framewor
 prompt), because homogenization compares the stories of a group. Within a chunk every model
 call of a kind is one batch: the judge's pass over stories x aspects x samples, the surprisal
 forward passes, the embeddings. Each finished chunk is appended to `scores.jsonl`, so an
-interrupted evaluation resumes by skipping the story_ids already there. It refuses to resume
+interrupted evaluation resumes by skipping the story_ids already there; every finished judge call
+is kept in `judge_calls.jsonl` and replayed. A story whose judge score is missing for a transient
+cause (a call whose retries ran out) is not written: the command exits 1 saying how many are
+left, and its next run scores them again, asking only the failed calls; a score missing for a
+deterministic cause (empty story, a request over the context) is final. It refuses to resume
 (`generate.common.resumable`) with other settings, another rubric or surprisal template, another
 story behind a story_id already scored, or, when stories are left, another judge (numerics
 included), scorer, reference corpus or signals.
@@ -17,36 +21,41 @@ import logging
 from collections import defaultdict
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tqdm.auto import tqdm
 
-from eval.corpus.resolve import reference_dir_option
+from eval.corpus.resolve import reference_dir, reference_dir_option
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.judge import Judge, Judgement
 from eval.metrics.story import Chunks, StoryMetrics, draft_similarity, group_similarity
 from eval.metrics.surprisal import as_scorer, surprisal
 from eval.report import write_reports
 from eval.rubric import MODES, load_rubric
-from eval.signals import Signals
+from eval.signals import Signals, curation_scorer
 from eval.stories import load_stories
 from eval.text import sanitize
 from generate.backends import BackendOptions, Model, RetryStats
 from generate.backends.options import DEFAULT_MODEL, batch_size_option
-from generate.common.errors import UsageError
+from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl
 from generate.common.manifest import sha256_text, write_manifest
 from generate.common.resumable import Resumable, resumable, settings_of, text_hashes
 from generate.common.timing import Timer
+from generate.journal import Journal
 from generate.prompts import WRITER_TEMPLATE, load_prompts
+
+if TYPE_CHECKING:
+    from eval.scorers.curation import CurationScorer
 
 log = logging.getLogger(__name__)
 
 # Settings that change the scores: resuming with other values would mix two evaluations.
 RESULT_KEYS = ("judge", "judge_mode", "samples", "max_parse_retries", "judge_temperature", "judge_top_p",
                "judge_max_new_tokens", "rubric", "no_judge", "scorer", "no_surprisal", "reference_dir",
-               "reference_max_chunks", "embedder", "kl_alpha", "seed", "principles", "reward_model")
+               "reference_max_chunks", "embedder", "kl_alpha", "seed", "principles", "reward_model", "curation_verdict")
 # What else makes scores comparable, checked before adding to an evaluation (`Evaluator.provenance`).
-PROVENANCE_KEYS = ("judge", "scorer", "reference", "signals")
+PROVENANCE_KEYS = ("judge", "scorer", "scorer_numerics", "reference", "signals")
 NOUN = "an evaluation"
 ID_FIELDS = ("story_id", "prompt_id", "aspect", "framework", "agent", "model")
 # The surprisal scorer of a story when none is given: the model that wrote it (the paper's choice;
@@ -81,6 +90,8 @@ class EvalConfig(BackendOptions):
         "help": "principles YAML: add the principle judge's verdicts (principle_good, principle_p)"})
     reward_model: str | None = field(default=None, metadata={
         "help": "train/reward_model.py output dir: add the reward model's verdicts (rm_good, rm_score)"})
+    curation_verdict: bool = field(default=False, metadata={
+        "help": "add Signal-1, the curation agents' verdict on each story (curation_good; several calls a story)"})
     chunk_stories: int = field(default=64, metadata={"help": "stories scored together (batch width)"})
     batch_size: int = batch_size_option(32)
     seed: int = 0
@@ -111,8 +122,9 @@ class Evaluator:
         self.cfg = cfg
         self.out = cfg.output_dir()
         self.rubric = load_rubric(cfg.rubric)
-        self.signals = (Signals(load_prompts(), principles=cfg.principles, judge=cfg.judge,
-                                reward_model=cfg.reward_model) if cfg.principles or cfg.reward_model else None)
+        self.signals = (Signals(load_prompts(), principles=cfg.principles, judge=cfg.judge, reward_model=cfg.reward_model,
+                                curation=self._curation_scorer if cfg.curation_verdict else None)
+                        if cfg.principles or cfg.reward_model or cfg.curation_verdict else None)
         self.catalog = self.rubric.catalog().extended(self.signals.specs if self.signals else ())
         self.prompts = load_prompts()
         self.embedder = embedder or Embedder(cfg.embedder)
@@ -120,6 +132,7 @@ class Evaluator:
         self._judge: Judge | None = None
         self._metrics: StoryMetrics | None = None
         self._scorer_errors: dict[str, str] = {}
+        self.pending: dict[str, str] = {}  # story_id -> why its judge scores are not final yet
         self.timer = Timer()  # seconds of this invocation in judge, surprisal, metrics, signals
     def run(self) -> Path:
         stories = load_stories(self.cfg.stories)
@@ -150,7 +163,17 @@ class Evaluator:
             run.record({"reliability": {
                 spec: m.stats.since(before.get(spec, RetryStats())).to_json() for spec, m in self._models.items()}})
         write_reports(self.out, list(read_jsonl(scores)), self.catalog, (self.rubric.low, self.rubric.high))
+        if self.pending:
+            self._left()
         return self.out
+
+    def _left(self) -> None:
+        """Raise the last line of an evaluation with stories left to score (transient failures)."""
+        kept = len(self.judge.journal) if self.judge.journal is not None else 0
+        first = next(iter(self.pending.values()))
+        raise PartialFailure(f"{len(self.pending)} stor(ies) left to score, whose judge calls failed for a transient "
+                             f"cause ({first}); re-run the same command: it replays the {kept} judge call(s) kept in "
+                             f"{self.out / 'judge_calls.jsonl'} and asks only the rest")
 
     def _check_resumable(self, run: Resumable, stories: list[dict]) -> set[str]:
         """Refuse other settings, another rubric or template text, or another text behind a story
@@ -183,7 +206,8 @@ class Evaluator:
             c = self.cfg
             self._judge = Judge(self.model(c.judge), self.rubric, mode=c.judge_mode, samples=c.samples,
                                 max_parse_retries=c.max_parse_retries, temperature=c.judge_temperature,
-                                top_p=c.judge_top_p, max_new_tokens=c.judge_max_new_tokens, seed=c.seed)
+                                top_p=c.judge_top_p, max_new_tokens=c.judge_max_new_tokens, seed=c.seed,
+                                journal=Journal(self.out / "judge_calls.jsonl"))
         return self._judge
 
     @property
@@ -194,6 +218,12 @@ class Evaluator:
                 self._metrics = self._load_metrics()
         return self._metrics
 
+    def _curation_scorer(self) -> CurationScorer:
+        """Signal-1 on the judge's model, retrieving from this evaluation's corpus sample."""
+        c = self.cfg
+        return curation_scorer(self.model(c.judge), self.embedder, reference_dir(c.reference_dir),
+                               max_chunks=c.reference_max_chunks, seed=c.seed)
+
     def _load_metrics(self) -> StoryMetrics:
         return StoryMetrics.load(self.cfg.reference_dir, self.embedder, kl_alpha=self.cfg.kl_alpha,
                                  max_chunks=self.cfg.reference_max_chunks, seed=self.cfg.seed)
@@ -202,6 +232,8 @@ class Evaluator:
         """What makes these scores comparable with another evaluation's: judge, scorer, reference."""
         return {"judge": None if self.cfg.no_judge else self.judge.fingerprint(),
                 "scorer": None if self.cfg.no_surprisal else (self.cfg.scorer or WRITER_SCORER),
+                "scorer_numerics": (self.model(self.cfg.scorer).backend.numerics() or None)
+                if self.cfg.scorer and not self.cfg.no_surprisal else None,
                 "reference": self.metrics.fingerprint(),
                 "signals": self.signals.fingerprint() if self.signals else None,
                 "catalog": self.catalog.to_json()}
@@ -229,8 +261,11 @@ class Evaluator:
         for i, s in enumerate(stories):
             if s["story_id"] in done:
                 continue
-            m = measured[i]
             j = judged[i]
+            if j is not None and j.retry:  # not final: the next run scores it again
+                self.pending[s["story_id"]] = next(j.reasons[a] for a in sorted(j.retry) if a in j.reasons)
+                continue
+            m = measured[i]
             for aspect in self.catalog.aspects:
                 m.set(aspect, j.scores.get(aspect) if j else None,
                       (j.reasons.get(aspect) if j else None) or "not judged (--no-judge)")

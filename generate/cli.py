@@ -3,9 +3,9 @@
     review-lab generate --framework review --model smollm2-135m-instruct --dataset default \
         --limit 5 --max-new-tokens 400 --out runs/review
 
-Re-running the same command resumes: finished prompts are skipped. A prompt whose reply stayed
-blank after the re-asks fails (exit code 1, reasons in <out>/failed.jsonl); re-running the same
-command retries it with new seeds.
+Re-running the same command resumes: finished prompts are skipped. A prompt with a call that
+failed (a reply blank after the re-asks, a call out of retries) fails (exit code 1, reasons in
+<out>/failed.jsonl); re-running the same command retries it, replaying every finished call.
 """
 
 from __future__ import annotations

@@ -5,9 +5,15 @@ Re-running a run replays journaled calls instead of recomputing them. Because pe
 are derived from the run seed and the call's place in the protocol, a resumed run rebuilds the
 same requests, hits the journal, and continues exactly where the crash stopped it.
 
-Failure log (`failed.jsonl`): one line per failed attempt of a prompt (a reply still blank after
-the re-asks). A prompt's next attempt draws new seeds from its attempt number, since replaying
-the journal would otherwise return the same blank forever.
+Failure log (`failed.jsonl`): one line per failed attempt of a prompt, with its cause. A re-run
+keeps what succeeded, so that it converges however flaky the server: only a call whose failure is
+deterministic (a reply still blank after the re-asks: replaying it would return the same blank
+forever) gets a new seed, drawn from the number of times that call failed so (`reseed`); a call
+that failed for a transient cause (its retries ran out) keeps its seed and is asked again, and
+every call that finished is replayed. A request the backend refused (longer than the context)
+would be refused again: its prompt fails for good (`final`) and is not retried. Lines written
+before causes were recorded (no `reseed`) gave every call of the prompt new seeds, and still do,
+so the journals they belong to stay valid.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from __future__ import annotations
 import hashlib
 import json
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
 from typing import Any
 
@@ -39,8 +45,8 @@ def call_seed(run_seed: int, prompt_id: str, step: int, call: int, *, attempt: i
     """The seed of the `call`-th call of a prompt's `step`-th phase.
 
     Attempt 0 without re-asks keeps the derivation the first journals were written with, so they
-    stay valid; a retried prompt (`attempt` k) and a re-asked blank reply (`reask` r) get fresh
-    seeds, which also makes them new journal keys.
+    stay valid; a call retried after a deterministic failure (`attempt` k, `FailureLog.call_attempt`)
+    and a re-asked blank reply (`reask` r) get fresh seeds, which also makes them new journal keys.
     """
     parts: list[object] = [run_seed, prompt_id, step, call]
     if attempt:
@@ -62,6 +68,10 @@ class Journal:
         repair_jsonl(self.path)
         self._done = {r["key"]: r for r in read_jsonl(self.path)}
         self.replayed: Counter[str] = Counter()
+
+    def __len__(self) -> int:
+        """Calls kept: every finished call of every invocation."""
+        return len(self._done)
 
     def get(self, key: str) -> Completion | None:
         row = self._done.get(key)
@@ -118,18 +128,47 @@ def _row(key: str, c: Completion) -> dict[str, Any]:
 
 
 class FailureLog:
-    """`failed.jsonl`: why each failed attempt of a prompt failed. Append-only: the number of a
-    prompt's lines is the number of its next attempt."""
+    """`failed.jsonl`: why each failed attempt of an item (a prompt, a curated response) failed.
 
-    def __init__(self, path: str | Path):
-        self.path = Path(path)
+    Append-only. A line says whether the failure was `transient` or `deterministic`, which calls
+    need new seeds on the next attempt (`reseed`: each call's coordinates, e.g. [step, call]), and
+    whether the item failed for good (`final`: a request the backend refused). `key` names the
+    item's id field.
+    """
+
+    def __init__(self, path: str | Path, key: str = "prompt_id"):
+        self.path, self.key = Path(path), key
         repair_jsonl(self.path)
-        self._attempts = Counter(r["prompt_id"] for r in read_jsonl(self.path))
+        self._lines: Counter[str] = Counter()
+        self._legacy: Counter[str] = Counter()  # lines without `reseed`: every call was reseeded
+        self._reseeds: dict[str, Counter] = defaultdict(Counter)
+        self._final: dict[str, str] = {}
+        for record in read_jsonl(self.path):
+            self._count(record)
 
-    def attempt(self, prompt_id: str) -> int:
-        """The attempt number the prompt runs with now (0 if it never failed)."""
-        return self._attempts[prompt_id]
+    def _count(self, record: dict[str, Any]) -> None:
+        item = record[self.key]
+        self._lines[item] += 1
+        if "reseed" not in record:
+            self._legacy[item] += 1
+        for call in record.get("reseed") or ():
+            self._reseeds[item][tuple(call)] += 1
+        if record.get("final"):
+            self._final[item] = record.get("reason", "")
+
+    def attempt(self, item: str) -> int:
+        """The number of the attempt the item runs with now (0 if it never failed)."""
+        return self._lines[item]
+
+    def call_attempt(self, item: str, *call: object) -> int:
+        """The attempt number of one call's seed: how often it failed deterministically (plus the
+        older lines that reseeded every call)."""
+        return self._legacy[item] + self._reseeds[item][call] if item in self._lines else 0
+
+    def final(self) -> dict[str, str]:
+        """Items that failed for good (a refused request), with their reasons: not retried."""
+        return dict(self._final)
 
     def add(self, record: dict[str, Any]) -> None:
         append_jsonl(self.path, record)
-        self._attempts[record["prompt_id"]] += 1
+        self._count(record)

@@ -7,9 +7,13 @@ text or template, or (when prompts are left) other backend numerics is refused
 (`generate.common.resumable`).
 
 No reply reaches a story, a reviewer or a reviser blank: the runner cleans every reply (clean.py)
-and re-asks a blank one with new seeds. A reply still blank after the re-asks fails its prompt:
-its protocol is abandoned, nothing of it is written to stories.jsonl, the reason goes to
-failed.jsonl, and a re-run retries it with seeds drawn from its attempt number.
+and re-asks a blank one with new seeds. A prompt with a call that failed (a reply still blank
+after the re-asks, a call whose retries ran out, a request the backend refused) is abandoned:
+nothing of it is written to stories.jsonl and the cause goes to failed.jsonl. A re-run retries it
+keeping what succeeded (`generate.journal.FailureLog`): its finished calls are replayed, a call
+that failed for a transient cause is asked again with its seed, only a blank one gets a new seed;
+a prompt whose request the backend refused failed for good and is not retried. So every re-run
+adds the calls it finishes to those kept, and a run under a flaky server converges.
 """
 
 from __future__ import annotations
@@ -22,7 +26,7 @@ from pathlib import Path
 
 from tqdm.auto import tqdm
 
-from generate.backends import ChatRequest, Completion, Model, ModelOptions, SamplingParams
+from generate.backends import ChatRequest, Completion, Model, ModelOptions, SamplingParams, gave_up
 from generate.backends.options import batch_size_option
 from generate.clean import clean_reply
 from generate.common import machine
@@ -112,18 +116,49 @@ def check_resumable(run: Resumable, cfg: RunConfig, texts: dict[str, dict[str, s
         run.check_texts(field_name, hashes)
 
 
+@dataclass
+class Failed:
+    """A call of a phase that came to nothing: `kind` blank (after `reasks` re-asks: new seed next
+    time), transient (its retries ran out: same seed next time) or refused (final)."""
+
+    index: int
+    call: Call
+    last: Completion
+    kind: str
+    reasks: int
+
+
 class PromptsFailed(PartialFailure):
     """Raised by `Runner.run` after everything else was written: some prompts have no stories.
 
-    Nobody can overlook it: a command line exits 1 with one line, and a script that runs several
-    generations catches it, goes on and reports every failure at the end (`stories` is the file
-    holding the prompts that did finish).
+    Nobody can overlook it: a command line exits 1 with one line (`message`: what is left to do
+    and whether a re-run helps), and a script that runs several generations catches it, goes on
+    and reports every failure at the end (`stories` is the file holding the prompts that did
+    finish; `failed`: prompt id -> reason, those failed for good included).
     """
 
-    def __init__(self, stories: Path, failed: dict[str, str], failed_path: Path):
+    def __init__(self, stories: Path, failed: dict[str, str], message: str):
         self.stories, self.failed = stories, dict(failed)
-        super().__init__(f"{len(failed)} prompt(s) failed: {', '.join(failed)} (reasons in {failed_path}); "
-                         "re-run the same command to retry them")
+        super().__init__(message)
+
+
+def left_message(retry: dict[str, int], final: dict[str, str], kept: int, failed_path: Path) -> str:
+    """The last line of a run with prompts left: how many prompts and calls, and what to do.
+
+    Args:
+        retry: prompt id -> calls it has left, for prompts a re-run retries.
+        final: prompt id -> reason, for prompts that failed for good.
+        kept: calls in the journal, which a re-run replays.
+    """
+    parts = []
+    if retry:
+        parts.append(f"{len(retry)} prompt(s) left to retry ({', '.join(retry)}) with {sum(retry.values())} call(s) "
+                     f"left; re-run the same command: it replays the {kept} finished call(s) kept in calls.jsonl and "
+                     "asks only the rest")
+    if final:
+        parts.append(f"{len(final)} prompt(s) failed for good, not retried, since the backend refused a request "
+                     f"({', '.join(final)}): shorten the prompt or use a model with a longer context")
+    return "; ".join(parts) + f" (reasons in {failed_path})"
 
 
 def run_collecting(runner: Runner, failed: dict[str, dict[str, str]]) -> Path:
@@ -136,12 +171,16 @@ def run_collecting(runner: Runner, failed: dict[str, dict[str, str]]) -> Path:
         return exc.stories
 
 
-def raise_failures(failed: dict[str, dict[str, str]]) -> None:
-    """One `PartialFailure` naming every run's failed prompts, if any failed."""
+def raise_failures(failed: dict[str, dict[str, str]], unscored: dict[str, str] | None = None) -> None:
+    """One `PartialFailure` naming every run's failed prompts and every evaluation with stories
+    left to score (`unscored`: its directory -> its last line), if any."""
+    parts = []
     if failed:
         shown = "; ".join(f"{run}: {', '.join(sorted(ids))}" for run, ids in failed.items())
-        raise PartialFailure(f"prompt(s) failed ({shown}); reasons in each run's failed.jsonl, re-run the same "
-                             "command to retry them")
+        parts.append(f"{sum(map(len, failed.values()))} prompt(s) left ({shown}); reasons in each run's failed.jsonl")
+    parts += [f"{run}: {why}" for run, why in (unscored or {}).items()]
+    if parts:
+        raise PartialFailure("; ".join(parts) + "; re-run the same command to retry them: it keeps every finished call")
 
 
 class Runner:
@@ -187,9 +226,11 @@ class Runner:
         check_resumable(run, self.cfg, self.texts())
         stories = self.out / "stories.jsonl"
         done = run.done(stories.name, "prompt_id", group_size="n_stories")
-        todo = [t for t in self.tasks if t.id not in done]
-        log.info("%s: %d prompts, %d already done, %d to run", self.cfg.framework, len(self.tasks),
-                 len(self.tasks) - len(todo), len(todo))
+        failures = FailureLog(self.failed_path)
+        final = {pid: why for pid, why in failures.final().items() if pid in self.prompt_sha256 and pid not in done}
+        todo = [t for t in self.tasks if t.id not in done and t.id not in final]
+        log.info("%s: %d prompts, %d already done, %d failed for good, %d to run", self.cfg.framework,
+                 len(self.tasks), len(done & set(self.prompt_sha256)), len(final), len(todo))
         if todo:  # bf16 or float32 by the CPU: the same command on another machine samples from other logits
             run.check_provenance("backend numerics", run.recorded.get("backend") or {},
                                  self.model.backend.numerics(), NUMERICS_ADVICE)
@@ -201,9 +242,9 @@ class Runner:
                            extra={"backend": self.model.backend.describe() if todo else None,
                                   "n_prompts": len(self.tasks), "dataset_sha256": self.dataset_sha256,
                                   "prompts": self.prompt_sha256, **({"phases": carried} if carried else {})})
-        journal, failures = Journal(self.out / "calls.jsonl"), FailureLog(self.failed_path)
+        journal = Journal(self.out / "calls.jsonl")
         self.profile = PhaseProfile(self.model.backend.counters, lambda: journal.replayed, carried)
-        self.failed = {}
+        self.failed, self.final, self.left = {}, final, {}
         before = self.model.stats.copy() if todo else None
         size = max(1, self.cfg.chunk_prompts)
         for start in tqdm(range(0, len(todo), size), desc=f"{self.cfg.framework} prompts", unit="chunk",
@@ -213,28 +254,33 @@ class Runner:
             run.record({"phases": self.profile.to_json()})
         if before is not None:  # what the faults of this invocation cost, by cause
             run.record({"reliability": self.model.stats.since(before).to_json(), "peak_rss_gb": machine.peak_rss_gb()})
-        if self.failed:
-            log.warning("%d prompt(s) failed (reasons in %s): %s", len(self.failed), self.failed_path,
-                        "; ".join(f"{pid}: {why}" for pid, why in self.failed.items()))
-            raise PromptsFailed(stories, self.failed, self.failed_path)
+        if self.failed or self.final:
+            log.warning("%d prompt(s) failed (reasons in %s): %s", len(self.failed) + len(final), self.failed_path,
+                        "; ".join(f"{pid}: {why}" for pid, why in {**final, **self.failed}.items()))
+            retry = {pid: self.left[pid] for pid in self.failed if pid not in self.final}
+            raise PromptsFailed(stories, {**self.failed, **self.final},
+                                left_message(retry, self.final, len(journal), self.failed_path))
         return stories
 
     def _run_chunk(self, chunk: list[Task], journal: Journal, failures: FailureLog) -> list[dict]:
         t0, replayed = time.perf_counter(), journal.replayed["seconds"]
-        attempt = {t.id: failures.attempt(t.id) for t in chunk}
         gens = {t.id: self.framework(t, self.prompts, self.settings) for t in chunk}
         step_no = dict.fromkeys(gens, 0)
         usage: dict[str, dict[str, Usage]] = {tid: defaultdict(Usage) for tid in gens}
+        answered: Counter[str] = Counter()  # calls with a usable reply, per prompt
 
         def answer(steps: dict[str, Step]) -> dict[str, list[str]]:
             phase = Counter(s.phase for s in steps.values()).most_common(1)[0][0]
             calls = [(tid, ci, call) for tid, step in steps.items() for ci, call in enumerate(step.calls)]
-            replies, blanks = self._ask(calls, step_no, attempt, journal, phase, usage)
-            for tid in blanks:  # a prompt with a reply still blank is abandoned: drive drops it
-                self._fail(tid, attempt[tid], steps[tid].phase, *blanks[tid], total_usage(usage[tid]), failures)
+            replies, failed = self._ask(calls, step_no, failures, journal, phase, usage)
+            answered.update(tid for tid, _, _ in calls if tid not in failed)
+            for tid in failed:  # a prompt with a failed call is abandoned: drive drops it
+                self._fail(tid, step_no[tid], steps[tid].phase, failed[tid], total_usage(usage[tid]), failures)
+                done = sum(bool(text) for text in replies[tid])
+                self.left[tid] = max(self._planned(tid, chunk) - answered[tid] - done, len(failed[tid]))
             for tid in steps:
                 step_no[tid] += 1
-            return {tid: replies[tid] for tid in steps if tid not in blanks}
+            return {tid: replies[tid] for tid in steps if tid not in failed}
 
         finals = drive(gens, answer)
         # This invocation's wall time plus what the calls it replayed from the journal took when they
@@ -243,34 +289,47 @@ class Runner:
         return [rec for t in chunk if t.id in finals
                 for rec in self._records(t, finals[t.id], usage[t.id], seconds)]
 
+    def _planned(self, tid: str, chunk: list[Task]) -> int:
+        """The calls a prompt's protocol makes when every reply is usable (re-asks aside): driven
+        with a placeholder reply, since a framework's calls do not depend on what the replies say."""
+        task = next(t for t in chunk if t.id == tid)
+        count = 0
+
+        def placeholder(steps: dict[str, Step]) -> dict[str, list[str]]:
+            nonlocal count
+            count += sum(len(step.calls) for step in steps.values())
+            return {k: ["A story about a comet."] * len(step.calls) for k, step in steps.items()}
+
+        drive({tid: self.framework(task, self.prompts, self.settings)}, placeholder)
+        return count
+
     @property
     def reasks(self) -> int:
         """Re-asks of a reply that is blank once cleaned: as many as `Model` gives a raw blank one;
         none under greedy decoding, which would only repeat itself."""
         return self.model.policy.empty_retries if self.params.temperature > 0 else 0
 
-    def _ask(self, calls: list[tuple[str, int, Call]], step_no: dict[str, int], attempt: dict[str, int],
+    def _ask(self, calls: list[tuple[str, int, Call]], step_no: dict[str, int], failures: FailureLog,
              journal: Journal, phase: str, usage: dict[str, dict[str, Usage]],
-             ) -> tuple[dict[str, list[str]], dict[str, tuple[Call, Completion, int]]]:
+             ) -> tuple[dict[str, list[str]], dict[str, list[Failed]]]:
         """Run one phase's calls, re-asking replies that are blank once cleaned.
 
-        Returns the clean replies per prompt, in call order, and for each prompt with a reply
-        still blank after the re-asks: (that call, its last completion, re-asks made)."""
+        Returns the clean replies per prompt, in call order, and for each prompt with failed calls
+        (blank after the re-asks, retries run out, refused) what each of them came to."""
         texts: list[str] = [""] * len(calls)
         last: list[Completion] = [Completion(text="")] * len(calls)
         todo = list(range(len(calls)))
         with self.profile.phase(phase) as received:
             for reask in range(self.reasks + 1):
-                requests = [ChatRequest(calls[i][2].messages, self.params, seed=call_seed(
-                    self.cfg.seed, calls[i][0], step_no[calls[i][0]], calls[i][1], attempt=attempt[calls[i][0]],
-                    reask=reask)) for i in todo]
+                requests = [self._request(calls[i], step_no, failures, reask) for i in todo]
                 outs = self._complete(requests, journal, phase if not reask else f"{phase} re-ask {reask}")
                 received += outs
                 for i, out in zip(todo, outs):
                     tid, _, call = calls[i]
                     usage[tid][call.agent].add(out)
                     texts[i], last[i] = clean_reply(call.role, out.text), out
-                # A request the backend refused (e.g. longer than the context) would be refused again.
+                # A failed request is not re-asked: refused, it would be refused again; out of
+                # retries, it is asked again (same seed) by the next run.
                 todo = [i for i in todo if not texts[i] and last[i].error is None]
                 if not todo:
                     break
@@ -278,25 +337,42 @@ class Runner:
                     log.warning("%s: %d repl%s blank after cleaning; asking again with new seeds", phase, len(todo),
                                 "y" if len(todo) == 1 else "ies")
         replies: dict[str, list[str]] = defaultdict(list)
-        blanks: dict[str, tuple[Call, Completion, int]] = {}
-        for i, (tid, _, call) in enumerate(calls):
+        failed: dict[str, list[Failed]] = defaultdict(list)
+        for i, (tid, ci, call) in enumerate(calls):
             replies[tid].append(texts[i])
-            if not texts[i] and tid not in blanks:
-                blanks[tid] = (call, last[i], 0 if last[i].error else self.reasks)
-        return replies, blanks
+            if not texts[i]:
+                kind = "transient" if gave_up(last[i]) else "refused" if last[i].error else "blank"
+                failed[tid].append(Failed(ci, call, last[i], kind, 0 if last[i].error else self.reasks))
+        return replies, dict(failed)
 
-    def _fail(self, tid: str, attempt: int, phase: str, call: Call, last: Completion, reasks: int, spent: Usage,
-              failures: FailureLog) -> None:
+    def _request(self, call: tuple[str, int, Call], step_no: dict[str, int], failures: FailureLog,
+                 reask: int) -> ChatRequest:
+        """A call's request; its seed is new only where this call failed deterministically before."""
+        tid, ci, c = call
+        step = step_no[tid]
+        return ChatRequest(c.messages, self.params, seed=call_seed(
+            self.cfg.seed, tid, step, ci, attempt=failures.call_attempt(tid, step, ci), reask=reask))
+
+    def _fail(self, tid: str, step: int, phase: str, failed: list[Failed], spent: Usage, failures: FailureLog) -> None:
+        """Record a prompt's failed attempt: its cause, whether it is final, which calls get new seeds."""
+        first = next((f for f in failed if f.kind == "refused"), failed[0])
+        call, last = first.call, first.last
         who = f"{call.agent}'s {call.role}" + (f" of {call.to}" if call.to else "")
         if last.error:
             reason = f"{who} in phase {phase} failed: {last.error}"
         else:
-            reason = f"{who} in phase {phase} was blank after cleaning and {reasks} re-asks"
+            reason = f"{who} in phase {phase} was blank after cleaning and {first.reasks} re-asks"
+        final = first.kind == "refused"
+        attempt = failures.attempt(tid)
         failures.add({"prompt_id": tid, "attempt": attempt, "agent": call.agent, "role": call.role, "to": call.to,
-                      "phase": phase, "reasks": reasks, "reason": reason, "raw": last.text[:500],
+                      "phase": phase, "reasks": first.reasks, "reason": reason, "raw": last.text[:500],
+                      "cause": "transient" if all(f.kind == "transient" for f in failed) else "deterministic",
+                      "final": final, "reseed": [[step, f.index] for f in failed if f.kind == "blank"],
+                      "calls": [{"step": step, "call": f.index, "agent": f.call.agent, "role": f.call.role,
+                                 "failure": f.kind, "error": f.last.error} for f in failed],
                       "prompt_usage": asdict(spent), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-        self.failed[tid] = reason
-        log.warning("%s: prompt failed (attempt %d): %s", tid, attempt, reason)
+        (self.final if final else self.failed)[tid] = reason
+        log.warning("%s: prompt failed%s (attempt %d): %s", tid, " for good" if final else "", attempt, reason)
 
     def _complete(self, requests: list[ChatRequest], journal: Journal, phase: str) -> list[Completion]:
         return journal.complete(self.model, self.cfg.model, requests, desc=phase)

@@ -18,7 +18,7 @@ from train.launch import accelerate_command, split_args
 
 REVIEW_LAB = Path(sys.executable).parent / "review-lab"
 JOBS = ["generate", "eval", "view", "compare", "benchmark", "sweep", "story", "signals", "curate", "principles",
-        "reward-model", "align", "corpus", "device-check", "train", "heldout", "plot-rewards"]
+        "reward-model", "rate", "align", "corpus", "device-check", "train", "heldout", "plot-rewards"]
 # `train` and `reward-model` forward options they do not know to the training script: not bad input here.
 FORWARDING = {"train", "reward-model"}
 

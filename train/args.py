@@ -22,6 +22,9 @@ class ScriptArguments:
         reward_options: per-reward keyword options, `{name: {option: value}}` (JSON on the CLI).
         reward_gate: `none` (weighted sum) or `judge` (novelty rewards x judge quality).
         save_merged: also save the LoRA-merged model in `<output_dir>/merged` for `generate`.
+        allow_weak_signal: train on a `reward_model` / `principle_judge` signal whose held-out
+            interval includes chance or that has no held-out measurement (`rewards.signal_check`);
+            refused by default, recorded in the manifest when allowed.
     """
 
     dataset: str = field(default="default", metadata={"help": "default, scifi100, or a .json/.jsonl path"})
@@ -33,6 +36,8 @@ class ScriptArguments:
         default=None, metadata={"help": 'per-reward options, e.g. \'{"length": {"target_words": 300}}\''})
     reward_gate: str = field(default="none", metadata={"help": "none | judge: gate novelty rewards on judge quality"})
     save_merged: bool = field(default=True, metadata={"help": "save the merged model in <output_dir>/merged"})
+    allow_weak_signal: bool = field(default=False, metadata={
+        "help": "train on a learned signal whose held-out interval includes chance (recorded, marked in tables)"})
 
     def __post_init__(self) -> None:
         if isinstance(self.reward_options, str):

@@ -36,6 +36,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "train": ("train.launch:grpo_main", "GRPO on creativity rewards (accelerate launch train/grpo.py)"),
     "heldout": ("train.heldout", "held-out reward before vs after GRPO"),
     "plot-rewards": ("train.plot_rewards", "plot a GRPO run's reward curves"),
+    "rate": ("eval.rating.cli", "blind human rating of stories in the browser; export for align"),
     "align": ("eval.alignment", "judge-human alignment per aspect (ICC, Bland-Altman, Pearson r)"),
     "corpus": ("eval.corpus", "fetch the classic science-fiction reference corpus into the cache"),
     "device-check": ("eval.device_check", "re-score a CPU-evaluated run on a GPU and show how far scores move"),

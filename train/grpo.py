@@ -6,7 +6,10 @@ recipe's rewards (`rewards/`: judge quality, reference novelty, sibling diversit
 penalty; weighted by `reward_weights`, optionally quality-gated) and moves the policy towards the
 stories that beat their siblings. Prompts are the single-agent writer prompts of the training
 part of a by-prompt, aspect-stratified split; the held-out prompts (`<output_dir>/split.json`)
-are for `review-lab heldout`. Outputs: the LoRA adapter in `<output_dir>`, the merged
+are for `review-lab heldout`. A `reward_model` or `principle_judge` reward is refused unless its
+held-out interval lies above chance (`rewards.signal_check`; `--allow_weak_signal true` trains on
+it anyway and the manifest says so under `signals` / `weak_signal`). Outputs: the LoRA adapter
+in `<output_dir>`, the merged
 model in `<output_dir>/merged` (`review-lab generate --model hf:<output_dir>/merged`),
 `trainer_state.json` (per-reward curves: `review-lab plot-rewards`) and `manifest.json`.
 
@@ -47,6 +50,7 @@ from generate.datasets import load_dataset
 from generate.prompts import load_prompts
 from rewards import RewardContext, build_rewards, get_reward
 from rewards.composite import score_batch
+from rewards.signal_check import check_signals
 from train.args import ScriptArguments
 from train.callbacks import RewardTimingCallback
 from train.data import prompt_dataset
@@ -103,6 +107,8 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
     log.info("%d training prompts, %d held out", len(split.train), len(split.eval))
 
     # 2. Rewards: named callables in `reward_weights` order; trl logs each as rewards/<name>/mean.
+    #    A learned signal must have proved itself on held-out data (or be allowed weak, on record).
+    signals = check_signals(script_args.reward_funcs, script_args.reward_options, script_args.allow_weak_signal)
     context = RewardContext()
     reward_funcs = build_rewards(script_args.reward_funcs, script_args.reward_options, script_args.reward_gate,
                                  context)
@@ -138,7 +144,8 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
                        config={"script": vars(script_args), "model": vars(model_args),
                                "training": training_args.to_dict(), "resolved_model": model_path},
                        templates={**load_prompts().texts(), **load_rubric().texts()},
-                       extra={"rewards": context.describe()})
+                       extra={"rewards": context.describe(), "signals": signals,
+                              "weak_signal": any(not v["proven"] for v in signals.values())})
     trainer.accelerator.wait_for_everyone()
     log.info("done: %s", training_args.output_dir)
 

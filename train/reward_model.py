@@ -7,9 +7,11 @@ rejected stories). LoRA r=16, lr 2e-4, cosine schedule, warmup 0.1: the paper's 
 the head is trained in full (peft's SEQ_CLS task saves it with the adapter).
 
 Pairs are split by prompt (stratified by aspect, `train/split.py`): no prompt has pairs on both
-sides, so the held-out pairwise accuracy measures preferences on prompts the model never saw.
-That accuracy is computed after training with the `reward_model` reward's own scorer on the saved
-model, so it is the number the reward will reproduce. Outputs in `output_dir`: the adapter,
+sides, so the held-out pairwise accuracy measures preferences on prompts the model never saw; at
+least 2 prompts are held out (fewer than 3 prompts is refused), and the accuracy comes with a 95%
+interval by bootstrap over the held-out prompts (`rewards.signal_check`), which GRPO reads before
+it trains on the model. That accuracy is computed after training with the `reward_model`
+reward's own scorer on the saved model, so it is the number the reward will reproduce. Outputs in `output_dir`: the adapter,
 `merged/` (the model the reward loads), `split.json`, `metrics.json` (held-out accuracy, mean
 margin, the decision threshold, pair counts, training seconds), `trainer_state.json`, `manifest.json`.
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,6 +41,7 @@ from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import sha256_bytes, sha256_text, write_manifest
 from generate.datasets import Task
+from rewards.signal_check import MIN_HELDOUT_GROUPS, group_bootstrap
 from train.model import resolve_model_path
 from train.split import Split, split_tasks
 
@@ -74,21 +78,42 @@ def prompt_key(pair: dict) -> str:
 
 
 def split_pairs(pairs: list[dict], fraction: float, seed: int, source: str) -> tuple[list[dict], list[dict], Split]:
-    """Train and held-out pairs, split by prompt and stratified by aspect."""
+    """Train and held-out pairs, split by prompt and stratified by aspect. At least
+    `MIN_HELDOUT_GROUPS` (2) prompts are held out, so the held-out accuracy has an interval.
+
+    Raises:
+        UsageError: fewer than 3 prompts (2 held out and 1 to train on)."""
     tasks = {prompt_key(p): Task(prompt_key(p), p.get("aspect") or "", prompt_key(p)) for p in pairs}
+    if len(tasks) < MIN_HELDOUT_GROUPS + 1:
+        raise UsageError(f"the pairs answer {len(tasks)} prompt(s); a reward model needs at least "
+                         f"{MIN_HELDOUT_GROUPS + 1} ({MIN_HELDOUT_GROUPS} held out for its accuracy's interval, "
+                         "1 to train on): curate candidates for more prompts")
+    if math.floor(fraction * len(tasks) + 0.5) < MIN_HELDOUT_GROUPS:  # as train/split.py rounds
+        log.info("eval_fraction %.2f of %d prompts holds out fewer than %d: holding out %d", fraction, len(tasks),
+                 MIN_HELDOUT_GROUPS, MIN_HELDOUT_GROUPS)
+        fraction = MIN_HELDOUT_GROUPS / len(tasks)
     split = split_tasks(list(tasks.values()), fraction, seed, source)
     held = set(split.eval)
     return [p for p in pairs if prompt_key(p) not in held], [p for p in pairs if prompt_key(p) in held], split
 
 
-def pairwise_accuracy(scorer: RewardModelScorer, pairs: list[dict], batch_size: int = 16) -> dict:
-    """Share of pairs whose chosen story outscores the rejected one, and the mean margin."""
+def pairwise_accuracy(scorer: RewardModelScorer, pairs: list[dict], batch_size: int = 16, seed: int = 0) -> dict:
+    """Share of pairs whose chosen story outscores the rejected one, the mean margin, and the
+    accuracy's 95% interval by bootstrap over the held-out prompts (None with fewer than 2)."""
     prompts = [p["prompt"] for p in pairs]
     chosen = scorer.score(prompts, [p["chosen"][-1]["content"] for p in pairs], batch_size)
     rejected = scorer.score(prompts, [p["rejected"][-1]["content"] for p in pairs], batch_size)
-    margins = [c - r for c, r in zip(chosen, rejected) if c is not None and r is not None]
-    return {"n": len(margins), "accuracy": sum(m > 0 for m in margins) / len(margins) if margins else None,
-            "mean_margin": sum(margins) / len(margins) if margins else None}
+    by_prompt: dict[str, list[float]] = {}
+    for p, c, r in zip(pairs, chosen, rejected):
+        if c is not None and r is not None:
+            by_prompt.setdefault(prompt_key(p), []).append(c - r)
+    margins = [m for ms in by_prompt.values() for m in ms]
+    share = lambda groups: (sum(m > 0 for g in groups for m in g) / n  # noqa: E731
+                            if (n := sum(map(len, groups))) else None)
+    return {"n": len(margins), "prompts": len(by_prompt), "accuracy": share(list(by_prompt.values())),
+            "ci95": group_bootstrap(list(by_prompt.values()), share, seed=seed),
+            "mean_margin": sum(margins) / len(margins) if margins else None,
+            "margins": {k: [round(m, 6) for m in ms] for k, ms in by_prompt.items()}}
 
 
 def decision_threshold(scorer: RewardModelScorer, pairs: list[dict], batch_size: int = 16) -> float | None:
@@ -158,7 +183,7 @@ def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args
         trainer.state.save_to_json(str(out / "trainer_state.json"))
         if script_args.save_merged:
             scorer = RewardModelScorer(export_merged(out, model_path), device="cpu" if training_args.use_cpu else "auto")
-            heldout = pairwise_accuracy(scorer, eval_pairs) if eval_pairs else None
+            heldout = pairwise_accuracy(scorer, eval_pairs, seed=script_args.split_seed)
             threshold = decision_threshold(scorer, train_pairs)
         else:
             heldout = threshold = None

@@ -1,14 +1,16 @@
 """The steps that prepare the second paper's two reward signals for `review-lab story`.
 
 Each step is one of the project's own commands run as a subprocess (so each writes its manifest
-and resumes on its own), skipped when its output is already complete:
+and resumes on its own), in its own directory keyed by its inputs (`train/steps.py`): reused when
+it finished with the same inputs, redone from scratch when they changed, so a stale output is
+never handed on:
 
 1. candidates: the base writer as single agent on training prompts only, at three temperatures
    (the curator needs good and bad answers to the same prompt), unless candidate runs are given;
-2. curation (`review-lab curate`) -> preferences.jsonl;
-3. the Bradley-Terry reward model (`train/reward_model.py`);
+2. curation (`review-lab curate`) -> preferences.jsonl (keyed by the candidates' contents);
+3. the Bradley-Terry reward model (`train/reward_model.py`; keyed by its recipe and the pairs);
 4. weak labels from the classic corpus and the adversarial principle optimisation
-   (`review-lab principles weak-labels / optimize`).
+   (`review-lab principles weak-labels / optimize`; the optimisation keyed by the labels).
 
 Candidate prompts are checked against the evaluation prompts by text: no preference pair, hence
 no reward model, ever sees an evaluation prompt.
@@ -25,9 +27,11 @@ from pathlib import Path
 
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
+from generate.common.manifest import sha256_text
 from generate.common.paths import REPO_ROOT
 from generate.datasets import Task
 from generate.runner import RunConfig, Runner, run_collecting
+from train.steps import Step, content_hash
 
 log = logging.getLogger("end_to_end")
 TEMPERATURES = (0.7, 1.0, 1.3)
@@ -45,14 +49,18 @@ def candidates(out: Path, given: list[str], train_tasks: list[Task], eval_tasks:
     if given:
         paths = [Path(p) for p in given]
     else:
+        text = "".join(json.dumps({"id": t.id, "aspect": t.aspect, "prompt": t.prompt}) + "\n" for t in train_tasks)
+        step = Step(out, "candidates", {"writer": writer, "prompts": sha256_text(text), "seed": seed,
+                                        "max_new_tokens": max_new_tokens, "temperatures": TEMPERATURES})
+        step.start()  # generation resumes: a finished run is kept, an interrupted one continues
         prompts = out / "train_prompts.jsonl"
-        prompts.write_text("".join(json.dumps({"id": t.id, "aspect": t.aspect, "prompt": t.prompt}) + "\n"
-                                   for t in train_tasks))
+        prompts.write_text(text)
         paths = []
         for temperature in TEMPERATURES:
             cfg = RunConfig(framework="single", model=writer, dataset=str(prompts), temperature=temperature,
                             max_new_tokens=max_new_tokens, seed=seed, out=str(out / f"single_t{temperature}"))
             paths.append(run_collecting(Runner(cfg), failed))
+        step.finish()
     held = {t.prompt.strip().lower() for t in eval_tasks}
     for path in paths:
         leaked = {r["prompt_id"] for r in read_jsonl(path) if r["prompt"].strip().lower() in held}
@@ -63,33 +71,55 @@ def candidates(out: Path, given: list[str], train_tasks: list[Task], eval_tasks:
 
 
 def curate(out: Path, candidate_runs: list[Path], reference_dir: str | None) -> Path:
-    """Always run: curation resumes (judged responses are skipped, journaled calls replayed), and a
-    previous run that ended with failed responses must retry them, not hand on partial pairs."""
+    """Keyed by the candidates' contents; with the same ones it always runs: curation resumes
+    (judged responses are skipped, journaled calls replayed), and a previous run that ended with
+    failed responses must retry them, not hand on partial pairs."""
+    step = Step(out, "curation", {"candidates": {str(p): content_hash(p) for p in candidate_runs},
+                                  "reference_dir": reference_dir})
+    step.start()
     cmd = [sys.executable, "-m", "rewards.curate", "--candidates", *map(str, candidate_runs), "--out", str(out)]
     if reference_dir:
         cmd += ["--reference-dir", reference_dir]
     run(cmd, "curation")
+    step.finish()
     return out / "preferences.jsonl"
 
 
 def reward_model(out: Path, preferences: Path, config: str) -> Path:
-    if not (out / "metrics.json").is_file():
+    """Keyed by the recipe's and the pairs' contents: reused only when both are the ones it was trained on."""
+    step = Step(out, "reward model", {"config": content_hash(REPO_ROOT / config), "preferences": content_hash(preferences)})
+    if not step.done:
+        step.start()
         run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/cpu.yaml",
              "train/reward_model.py", "--config", config, "--preferences", str(preferences.resolve()),
              "--output_dir", str(out.resolve())], "reward model")
+        step.finish()
     return out
 
 
-def principles(out: Path, reference_dir: str | None, iterations: int, writer: str) -> Path:
-    labels, opt = out / "weak.jsonl", out / "opt"
-    if not labels.is_file():
-        cmd = [sys.executable, "-m", "rewards.principles", "weak-labels", "--out", str(labels), "--works", "25",
-               "--per-work", "2", "--words", "80", "--model", writer, "--max-new-tokens", "192"]
+WEAK_LABELS = {"--works": "25", "--per-work": "2", "--words": "80", "--max-new-tokens": "192"}
+OPTIMISE = {"--attacks": "6", "--checks": "24", "--max-diagnoses": "6", "--max-new-tokens": "192"}
+
+
+def principles(out: Path, reference_dir: str | None, iterations: int, writer: str, seed: int = 0) -> Path:
+    """Weak labels (keyed by their recipe), then the optimisation (keyed by the labels' contents,
+    its settings and `iterations`; with the same ones it always runs, since it resumes)."""
+    weak = Step(out / "weak", "weak labels", {"options": WEAK_LABELS, "writer": writer, "seed": seed,
+                                              "reference_dir": reference_dir})
+    labels = weak.out / "weak.jsonl"
+    if not weak.done:
+        weak.start()
+        cmd = [sys.executable, "-m", "rewards.principles", "weak-labels", "--out", str(labels), "--model", writer,
+               "--seed", str(seed), *(x for kv in WEAK_LABELS.items() for x in kv)]
         if reference_dir:
             cmd += ["--reference-dir", reference_dir]
         run(cmd, "weak labels")
-    # Always run: the optimisation resumes (finished iterations kept, journaled calls replayed).
+        weak.finish()
+    opt = Step(out / "opt", "principle optimisation", {"labels": content_hash(labels), "options": OPTIMISE,
+                                                       "iterations": iterations, "writer": writer, "seed": seed})
+    opt.start()
     run([sys.executable, "-m", "rewards.principles", "optimize", "--labelled", str(labels), "--model", writer,
-         "--iterations", str(iterations), "--attacks", "6", "--checks", "24", "--max-diagnoses", "6",
-         "--max-new-tokens", "192", "--out", str(opt)], "principle optimisation")
-    return opt / "principles.yaml"
+         "--iterations", str(iterations), "--seed", str(seed), *(x for kv in OPTIMISE.items() for x in kv),
+         "--out", str(opt.out)], "principle optimisation")
+    opt.finish()
+    return opt.out / "principles.yaml"

@@ -12,6 +12,7 @@ The saved `split.json` (train/eval prompt ids) is what later evaluation scripts 
 from __future__ import annotations
 
 import json
+import math
 import random
 from collections import defaultdict
 from dataclasses import asdict, dataclass
@@ -58,7 +59,8 @@ def split_tasks(tasks: list[Task], eval_fraction: float, seed: int, dataset: str
 
     Args:
         tasks: the dataset's prompts (ids unique).
-        eval_fraction: share of prompts held out, rounded to the nearest count; 0 holds out none.
+        eval_fraction: share of prompts held out, rounded half up to a count; 0 holds out none, and
+            a share that rounds to none is refused, never silently held out as none.
         seed: shuffling seed; the same seed and dataset give the same split on any machine.
         dataset: the dataset spec, recorded in the split.
     """
@@ -74,7 +76,10 @@ def split_tasks(tasks: list[Task], eval_fraction: float, seed: int, dataset: str
         rng.shuffle(by_aspect[aspect])
     round_robin = [by_aspect[a][i] for i in range(max(map(len, by_aspect.values()), default=0))
                    for a in aspects if i < len(by_aspect[a])]
-    n_eval = round(eval_fraction * len(tasks))
+    n_eval = math.floor(eval_fraction * len(tasks) + 0.5)  # half up: Python's round(0.5) is 0
+    if eval_fraction > 0 and n_eval == 0:
+        raise UsageError(f"eval_fraction {eval_fraction} of {len(tasks)} prompts holds none out; raise it "
+                         "(or set 0 to hold out none on purpose)")
     held_out = set(round_robin[:n_eval])
     if held_out and len(held_out) == len(tasks):
         raise UsageError("eval_fraction leaves no training prompt")

@@ -42,22 +42,26 @@ from eval.compare import compare, load_run
 from eval.compare.report import write_outputs
 from eval.corpus.resolve import reference_dir_option
 from eval.run import EvalConfig, Evaluator
-from eval.signals import agreement
+from eval.signals import agreement, confound_table, principles_record, render_confounds
 from eval.view import write_view
 from generate.backends import load_model
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
 from generate.datasets import Task, load_dataset, spread_over_aspects
+from generate.common.paths import REPO_ROOT
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 from train import signals as signal_steps
 from train.launch import accelerate_command
 from train.split import Split, load_split, split_tasks
+from train.steps import Step, content_hash
 
 log = logging.getLogger("end_to_end")
 BASE = "smollm2-135m-instruct"
 SIGNALS = {"composite": "configs/grpo/smollm2_cpu.yaml", "rm": "configs/grpo/smollm2_cpu_rm.yaml",
            "principle": "configs/grpo/smollm2_cpu_principle.yaml"}
+# The metrics that grade a writer with the signal it was trained on.
+SELF_GRADED = {"rm": {"RM": ("rm_good", "rm_score")}, "principle": {"principles": ("principle_good", "principle_p")}}
 EXAMPLE = "review-lab story --out runs/story --eval-dataset heldout --max-steps 4"
 SIGNALS_EXAMPLE = "review-lab signals --eval-dataset scifi100 --eval-limit 8"
 
@@ -74,11 +78,16 @@ class StoryConfig:
     eval_limit: int | None = field(default=None, metadata={"help": "at most N evaluation prompts, across aspects"})
     reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int = 2000
+    curation_verdict: bool = field(default=False, metadata={
+        "help": "score every run with Signal-1, the curation agents' verdict (several calls a story)"})
     candidates: list[str] = field(default_factory=list, metadata={
         "help": "stories.jsonl runs to curate (default: the base writer on training prompts)"})
     rm_config: str = "configs/rm/smollm2_cpu.yaml"
     principle_iterations: int = 2
     seed: int = 0
+    allow_weak_signal: bool = field(default=False, metadata={
+        "help": "train writers on signals whose held-out interval includes chance (GRPO's --allow_weak_signal); "
+                "every table marks them"})
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.signals) - set(SIGNALS))
@@ -93,6 +102,9 @@ class SignalsConfig(StoryConfig):
     out: str = "runs/signals"
     signals: list[str] = field(default_factory=lambda: list(SIGNALS),
                                metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
+    # Signal-1 grades every writer from outside: no writer here is trained on it.
+    curation_verdict: bool = field(default=True, metadata={
+        "help": "score every run with Signal-1, the curation agents' verdict (several calls a story)"})
 
 
 def runs_of(signals: list[str]) -> dict[str, tuple[str, str]]:
@@ -106,19 +118,35 @@ def runs_of(signals: list[str]) -> dict[str, tuple[str, str]]:
     return runs
 
 
-def train(cfg: StoryConfig, signal: str, out: Path, options: dict | None) -> Path:
-    """GRPO with `signal`'s recipe into `out`; `options` replace the recipe's reward options."""
+def weights_hash(writer: str) -> str | None:
+    """Content hash of a writer given as `hf:<directory>` (a trained one); None for a bundled alias."""
+    return content_hash(writer[3:]) if writer.startswith("hf:") else None
+
+
+def train(cfg: StoryConfig, signal: str, out: Path, options: dict | None, upstream: dict | None = None) -> Path:
+    """GRPO with `signal`'s recipe into `out`; `options` replace the recipe's reward options.
+
+    Keyed by the recipe's contents, the options, the upstream signal's content hash (`upstream`),
+    the step count and the seed: reused only when all are the ones it was trained with, otherwise
+    trained again from scratch (an unfinished run with the same inputs resumes from its checkpoint)."""
     merged = out / "merged"
-    if (merged / "config.json").is_file():
-        log.info("GRPO (%s) already done: %s", signal, merged)
+    step = Step(out, f"GRPO ({signal})", {"recipe": content_hash(REPO_ROOT / SIGNALS[signal]), "options": options,
+                                          "upstream": upstream, "max_steps": cfg.max_steps,
+                                          "allow_weak_signal": cfg.allow_weak_signal})
+    if step.done and (merged / "config.json").is_file():
+        log.info("GRPO (%s) already done with these inputs: %s", signal, merged)
         return merged
+    step.start()
     args = ["--config", SIGNALS[signal], "--output_dir", str(out.resolve())]
     if options is not None:
         args += ["--reward_options", json.dumps(options)]
     if cfg.max_steps:
         args += ["--max_steps", str(cfg.max_steps)]
+    if cfg.allow_weak_signal and signal != "composite":
+        args += ["--allow_weak_signal", "true"]
     signal_steps.run(accelerate_command("grpo.py", ["--config_file", "configs/accelerate/cpu.yaml"], args),
                      f"GRPO ({signal})")
+    step.finish()
     return merged
 
 
@@ -181,7 +209,9 @@ class Story:
         for name in ("base", "review"):
             self.generate(name, BASE)
         options, rm_dir, principles = self.prepare_signals(train_tasks, prompts)
-        writers = self.train_writers(options, split)
+        upstream = {"rm": content_hash(rm_dir / "merged", rm_dir / "metrics.json") if rm_dir else None,
+                    "principle": content_hash(principles) if principles else None}
+        writers = self.train_writers(options, split, upstream)
         for name, (_, writer) in self.runs.items():
             if writer != "base":
                 self.generate(name, writers[writer])
@@ -197,9 +227,17 @@ class Story:
         return result
 
     def generate(self, name: str, writer: str) -> None:
+        """Keyed by the writer's weights, the prompts and the settings: a retrained writer's old
+        stories (and their evaluation, inside the run directory) are cleared, never reported."""
+        cfg = self.cfg
         run = RunConfig(framework=self.runs[name][0], model=writer, dataset=str(self.prompts_file),
-                        seed=self.cfg.seed, max_new_tokens=self.cfg.max_new_tokens, out=str(self.out / name))
+                        seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, out=str(self.out / name))
+        step = Step(self.out / name, f"generate {name}", {
+            "framework": run.framework, "writer": writer, "weights": weights_hash(writer), "seed": cfg.seed,
+            "prompts": content_hash(self.prompts_file), "max_new_tokens": cfg.max_new_tokens})
+        step.start()  # generation resumes with the same inputs
         self.timed(f"generate {name}", lambda: run_collecting(Runner(run, model=load_model(writer)), self.failed))
+        step.finish()
 
     def prepare_signals(self, train_tasks: list[Task], prompts: list[Task]) -> tuple[dict, Path | None, Path | None]:
         """(each signal's reward options for its recipe, the reward model's directory, the principles)."""
@@ -211,52 +249,87 @@ class Story:
                                train_tasks, prompts, BASE, cfg.max_new_tokens, cfg.seed, self.failed)
             prefs = self.timed("curation", signal_steps.curate, out / "curation", cands, cfg.reference_dir)
             rm_dir = self.timed("reward model", signal_steps.reward_model, out / "rm", prefs, cfg.rm_config)
-            options["rm"] = {"reward_model": {"model_dir": str(rm_dir.resolve()), "batch_size": 16},
-                             "length": {"target_words": 30, "tolerance": 0.15}}
+            options["rm"] = {"reward_model": {"model_dir": str(rm_dir.resolve()), "batch_size": 16}}
         if "principle" in cfg.signals:
             principles = self.timed("principles", signal_steps.principles, out / "principles", cfg.reference_dir,
-                                    cfg.principle_iterations, BASE)
-            options["principle"] = {"principle_judge": {"principles": str(principles.resolve()), "timeout": 300},
-                                    "length": {"target_words": 30, "tolerance": 0.15}}
+                                    cfg.principle_iterations, BASE, cfg.seed)
+            detector = principles_record(principles)  # judged as the optimisation measured them
+            options["principle"] = {"principle_judge": {"principles": str(principles.resolve()), "timeout": 300,
+                                                        "mode": detector["mode"], "orders": detector["orders"]}}
         return options, rm_dir, principles
 
-    def train_writers(self, options: dict[str, dict | None], split: Split) -> dict[str, str]:
+    def train_writers(self, options: dict[str, dict | None], split: Split, upstream: dict[str, str | None]
+                      ) -> dict[str, str]:
         """writer name -> model spec: the base writer, then one GRPO writer per signal."""
         writers = {"base": BASE}
         for signal in self.cfg.signals:
             grpo = self.out / ("grpo" if signal == "composite" else f"grpo_{signal}")
-            merged = self.timed(f"grpo {signal}", train, self.cfg, signal, grpo, options[signal])
+            merged = self.timed(f"grpo {signal}", train, self.cfg, signal, grpo, options[signal],
+                                {"signal": upstream.get(signal)})
             if set(load_split(grpo).train) - set(split.train):
                 raise UsageError(f"the {signal} GRPO run trained on prompts outside our training split")
             writers[signal] = f"hf:{merged.resolve()}"
         return writers
 
     def evaluate(self, rm_dir: Path | None, principles: Path | None) -> None:
-        """Every run with one judge and one surprisal scorer (the base writer), plus the signals' verdicts."""
+        """Every run with one judge and one surprisal scorer (the base writer), plus the signals' verdicts.
+
+        Keyed by the stories' and the signals' contents: an evaluation made with other ones is
+        cleared and redone (the evaluator itself would refuse to resume it)."""
         cfg, out = self.cfg, self.out
         base_model = load_model(BASE)
+        signals = {"reward_model": content_hash(rm_dir / "merged", rm_dir / "metrics.json") if rm_dir else None,
+                   "principles": content_hash(principles) if principles else None}
         for name in self.runs:
             ecfg = EvalConfig(stories=[str(out / name / "stories.jsonl")], out=str(out / name / "eval"), judge=BASE,
                               scorer=BASE, reference_dir=cfg.reference_dir,
                               reference_max_chunks=cfg.reference_max_chunks, seed=cfg.seed,
                               principles=str(principles) if principles else None,
-                              reward_model=str(rm_dir) if rm_dir else None)
+                              reward_model=str(rm_dir) if rm_dir else None, curation_verdict=cfg.curation_verdict)
+            step = Step(out / name / "eval", f"evaluate {name}", {
+                "stories": content_hash(out / name / "stories.jsonl"), "signals": signals, "judge": BASE,
+                "scorer": BASE, "reference_dir": cfg.reference_dir, "seed": cfg.seed,
+                "reference_max_chunks": cfg.reference_max_chunks, "curation_verdict": cfg.curation_verdict})
+            step.start()
             self.timed(f"evaluate {name}", lambda: Evaluator(ecfg, models={BASE: base_model}).run())
+            step.finish()
+
+    def labels(self, evaluated: set[str]) -> dict[str, str]:
+        """Each run's name in the tables, marked where its writer was trained on a weak signal
+        (`--allow-weak-signal`, per its GRPO manifest) or is scored by its own training signal."""
+        out = {}
+        for name, (_, writer) in self.runs.items():
+            grpo = self.out / ("grpo" if writer == "composite" else f"grpo_{writer}") / "manifest.json"
+            weak = grpo.is_file() and json.loads(grpo.read_text()).get("weak_signal")
+            tags = (["weak signal"] if weak else []) + [f"self-graded by {signal}" for signal, keys
+                                                        in SELF_GRADED.get(writer, {}).items()
+                                                        if set(keys) & evaluated]
+            out[name] = f"{name} [{'; '.join(tags)}]" if tags else name
+        return out
 
     def report(self, prompts: list[Task], signals: bool) -> None:
         """The comparisons, the viewer and story.json (whose seconds add up over resumed invocations)."""
         cfg, out, runs = self.cfg, self.out, self.runs
-        loaded = {name: load_run(name, out / name) for name in runs}
+        scored = {name: load_run(name, out / name) for name in runs}
+        labels = self.labels({k for r in scored.values() for row in r.scores for k, v in row.items() if v is not None})
+        loaded = {name: load_run(labels[name], out / name) for name in runs}
         write_outputs(compare(list(loaded.values()), seed=cfg.seed), out / "compare")
         if "tuned_review" in loaded:  # homogenization, undefined for one story per prompt, compares here
             write_outputs(compare([loaded["review"], loaded["tuned_review"]], seed=cfg.seed),
                           out / "compare_in_review")
-        write_view([f"{name}={out / name}" for name in runs], out / "view.html", compare_dir=out / "compare")
-        excellence = {name: agreement(loaded[name].scores) for name in runs} if signals else None
+        write_view([f"{labels[name]}={out / name}" for name in runs], out / "view.html", compare_dir=out / "compare")
+        excellence = {labels[name]: agreement(loaded[name].scores) for name in runs} if signals else None
+        rows = [{**row, "words": words.get(row.get("story_id"))} for run in loaded.values()
+                for words in [{t["story_id"]: len(t.get("text", "").split()) for t in run.stories or []}]
+                for row in run.scores]
+        confounds = confound_table(rows) if signals else None
         path = out / "story.json"
         previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}
         seconds = {k: previous.get(k, 0.0) + self.timings.get(k, 0.0) for k in {**previous, **self.timings}}
         story = {"config": asdict(cfg), "eval_prompts": [t.id for t in prompts], "seconds": seconds,
-                 "excellence": excellence}
+                 "excellence": excellence, "confounds": confounds, "labels": labels}
         path.write_text(json.dumps(story, indent=2) + "\n")
+        if confounds:
+            log.info("signals' correlation with length and novelty over %d stories:\n%s", len(rows),
+                     render_confounds(confounds))
         log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(self.timings.values()))

@@ -30,7 +30,7 @@ from generate.backends import ModelOptions
 from generate.backends.options import batch_size_option
 from generate.common import machine
 from generate.common.config import parse_config
-from generate.common.errors import UsageError
+from generate.common.errors import PartialFailure, UsageError
 from generate.common.manifest import write_manifest
 from generate.frameworks import FRAMEWORKS
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
@@ -72,6 +72,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     write_manifest(out, kind="benchmark", config=asdict(cfg), seed=cfg.seed)
     model = cfg.load(cfg.model)
     failed: dict[str, dict[str, str]] = {}
+    unscored: dict[str, str] = {}
     started = time.perf_counter()
     for k, name in enumerate(cfg.frameworks, 1):
         log.info("[%d/%d] %s (benchmark elapsed %s, peak resident memory so far %s GiB)", k, len(cfg.frameworks), name,
@@ -80,18 +81,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, out=str(out / name),
                                   **cfg.connection()), model=model)
         stories = run_collecting(runner, failed)
-        if not cfg.no_eval:
+        if not cfg.no_eval and stories.is_file():  # none when every prompt failed: the next run
             ecfg = EvalConfig(stories=[str(stories)], out=str(out / name / "eval"), judge=cfg.judge or cfg.model,
                               judge_mode=cfg.judge_mode, seed=cfg.seed, reference_dir=cfg.reference_dir,
                               reference_max_chunks=cfg.reference_max_chunks, **cfg.connection())
-            Evaluator(ecfg, models={cfg.model: model}).run()
+            try:
+                Evaluator(ecfg, models={cfg.model: model}).run()
+            except PartialFailure as exc:  # stories left to score (transient judge failures): the next run
+                unscored[ecfg.out] = str(exc)
     log.info("all frameworks done in %s (peak resident memory %s GiB)", _clock(time.perf_counter() - started),
              machine.peak_rss_gb())
     write_benchmark(out, cfg.frameworks, f"Benchmark: {cfg.model} on {cfg.dataset}")
     write_view([out / name for name in cfg.frameworks], out / "view.html",
                title=f"Benchmark: {cfg.model} on {cfg.dataset}")
     log.info("table: %s", out / "benchmark.md")
-    raise_failures(failed)
+    raise_failures(failed, unscored)
     return 0
 
 

@@ -10,8 +10,9 @@ from eval.compare.runs import Run
 from generate.common.errors import UsageError
 
 # What must be the same for two runs' numbers to compare: the prompts' source, the judge (model,
-# mode, decoding, rubric), the surprisal scorer and the reference corpus (with its encoder).
-MISMATCH_FIELDS = ("dataset", "judge", "scorer", "reference")
+# mode, decoding, rubric), the surprisal scorer, the reference corpus (with its encoder) and the
+# learned signals (reward model and principles, by content; only runs with signal values count).
+MISMATCH_FIELDS = ("dataset", "judge", "scorer", "reference", "signals")
 
 
 def check_comparable(runs: Sequence[Run], allow: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
@@ -30,7 +31,7 @@ def check_comparable(runs: Sequence[Run], allow: Sequence[str] = ()) -> dict[str
     allowed: dict[str, dict[str, Any]] = {}
     for key in MISMATCH_FIELDS:
         values = {run.name: run.provenance.get(key) for run in runs}
-        if key == "scorer":  # only runs with surprisal values have a scorer to compare
+        if key in ("scorer", "signals"):  # only runs with such values have one to compare
             values = {n: v for n, v in values.items() if v != "none"}
         distinct = {json.dumps(v, sort_keys=True) for v in values.values()}
         blind = [n for n, v in values.items() if v is None or v == "unknown" or v == ["unknown"]]

@@ -3,8 +3,9 @@
 A run is a run directory holding `stories.jsonl` (generation, with token usage) and
 `eval/scores.jsonl` (one line per story, metric values or null), or that scores file given
 directly. Provenance (what the numbers were made with) comes from the generation manifest
-(`dataset`), the evaluation manifest (`judge`, `reference`) and the score records (the surprisal
-scorer); `eval.compare.checks` refuses runs whose provenance differs.
+(`dataset`), the evaluation manifest (`judge`, `reference`, `signals` by content; "none" where the
+evaluation recorded having none) and the score records (the surprisal scorer, with its numerics
+where the evaluation recorded them); `eval.compare.checks` refuses runs whose provenance differs.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from generate.common.jsonl import read_jsonl
 from generate.common.manifest import sha256_text
 
 log = logging.getLogger("eval.compare")
+SIGNAL_KEYS = ("principle_p", "principle_good", "rm_score", "rm_good", "curation_good")
 
 
 @dataclass(frozen=True)
@@ -90,13 +92,38 @@ def load_run(name: str, path: str | Path) -> Run:
     generation = _json(run_dir / "manifest.json") or {}
     evaluation = (_json(scores_path.parent / "manifest.json") or {}).get("provenance")
     scorers = sorted({r.get("surprisal_scorer") or "unknown" for r in scores if number(r.get("surprisal"))})
+    signalled = any(number(r.get(k)) for r in scores for k in SIGNAL_KEYS)
     provenance = {"dataset": generation.get("dataset_sha256"),
-                  "judge": evaluation.get("judge", "unknown") if evaluation else None,
-                  "reference": evaluation.get("reference", "unknown") if evaluation else None,
-                  "scorer": scorers or "none"}
+                  "judge": _recorded(evaluation, "judge"), "reference": _recorded(evaluation, "reference"),
+                  "scorer": scorers or "none",
+                  "signals": _signals(evaluation.get("signals", "unknown")) if evaluation and signalled else "none"}
+    if evaluation and scorers and evaluation.get("scorer_numerics"):
+        provenance["scorer"] = {"scorers": scorers, "numerics": evaluation["scorer_numerics"]}
     catalog = Catalog.from_json(evaluation["catalog"]) if evaluation and evaluation.get("catalog") else None
     log.debug("run %r: %d scored stories from %s", name, len(scores), scores_path)
     return Run(name, path, scores, stories, provenance, catalog)
+
+
+def _recorded(evaluation: dict | None, key: str) -> Any:
+    """An evaluation's record of `key`: "none" where it recorded having none (no judge, no corpus),
+    so two runs that agree on having none compare; None (unknown) where it has no record at all."""
+    if not evaluation:
+        return None
+    if key not in evaluation:
+        return "unknown"
+    return "none" if evaluation[key] is None else evaluation[key]
+
+
+def _signals(recorded: Any) -> Any:
+    """The signals by content (`eval.signals.Signals.fingerprint` minus paths); "unknown" for an
+    evaluation that named them only by path."""
+    if not isinstance(recorded, dict):
+        return recorded
+    if "rm_record" not in recorded and "principles_record" not in recorded:
+        return "unknown"
+    strip = lambda r: {k: v for k, v in r.items() if k != "heldout"} if r else None  # noqa: E731
+    return {"reward_model": strip(recorded.get("rm_record")), "principles": strip(recorded.get("principles_record")),
+            "principle_judge": recorded.get("principle_judge")}
 
 
 def _add_prompt_hashes(name: str, scores: list[dict], stories: list[dict] | None) -> None:

@@ -23,9 +23,11 @@ __all__ = ["load_view_data", "render_html", "write_view"]
 
 
 def write_view(runs: Sequence[str | Path], out: str | Path, eval_dir: str | Path | None = None,
-               compare_dir: str | Path | None = None, title: str | None = None) -> Path:
+               compare_dir: str | Path | None = None, title: str | None = None,
+               human: str | Path | None = None) -> Path:
     """Write the viewer page for `runs` (`DIR` or `NAME=DIR`) to `out` and return its path."""
-    data = load_view_data([str(r) for r in runs], eval_dir and str(eval_dir), compare_dir and str(compare_dir), title)
+    data = load_view_data([str(r) for r in runs], eval_dir and str(eval_dir), compare_dir and str(compare_dir), title,
+                          human and str(human))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render_html(data), encoding="utf-8")

@@ -9,6 +9,7 @@ comparison. Nothing here formats a cell; numbers go out as numbers.
 from __future__ import annotations
 
 import base64
+import csv
 import json
 import logging
 from collections.abc import Sequence
@@ -97,8 +98,31 @@ def _judge_mode(eval_dir: Path) -> str | None:
     return ((manifest.get("provenance") or {}).get("judge") or {}).get("mode")
 
 
+def read_human(path: str | Path) -> dict[tuple, dict[str, dict]]:
+    """Human consensus per story from `review-lab rate export`'s ratings.csv:
+    {(story id, writer, prompt hash): {aspect: {"mean", "n"}}}. A hand-made alignment CSV (story_id,
+    aspect, human, judge) matches on the story id alone: (story id, None, None)."""
+    path = Path(path)
+    if not path.is_file():
+        raise UsageError(f"--human {path}: no such file (review-lab rate export writes DIR/ratings.csv)")
+    out: dict[tuple, dict[str, dict]] = {}
+    with open(path, newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if not {"story_id", "aspect", "human"} <= set(reader.fieldnames or ()):
+            raise UsageError(f"--human {path}: needs the columns story_id, aspect, human")
+        for row in reader:
+            try:
+                mean = float(row["human"])
+            except ValueError:
+                raise UsageError(f"--human {path}:{reader.line_num}: human {row['human']!r} is not a number") from None
+            key = ((row["source_story_id"], row.get("model") or None, row.get("prompt_sha256") or None)
+                   if row.get("source_story_id") else (row["story_id"], None, None))
+            out.setdefault(key, {})[row["aspect"]] = {"mean": mean, "n": int(row.get("n_raters") or 0) or None}
+    return out
+
+
 def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir: str | None = None,
-                   title: str | None = None) -> dict[str, Any]:
+                   title: str | None = None, human: str | None = None) -> dict[str, Any]:
     """The page's data: runs, prompts, stories with scores, failures, summaries, plots, comparison.
 
     Args:
@@ -106,6 +130,7 @@ def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir
         eval_dir: an evaluation that scored these runs' stories; default: each run's own `eval/`.
         compare_dir: a `review-lab compare` output directory (comparison.json and its plots).
         title: the page title.
+        human: a ratings CSV of human consensus scores, shown beside the judge's (`read_human`).
     """
     pairs = expand_runs(runs)
     shared = Path(eval_dir) if eval_dir else None
@@ -114,7 +139,7 @@ def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir
     eval_dirs = [shared] if shared else [p / "eval" for _, p in pairs if (p / "eval" / "scores.jsonl").is_file()]
     catalog = _catalog(eval_dirs)
     metrics = [*catalog.with_judge_average(), *EXTRA_METRICS]
-    gathered = _Gathered()
+    gathered = _Gathered(read_human(human) if human else {})
     for index, (label, path) in enumerate(pairs):
         gathered.add_run(index, label, path, shared, catalog, metrics)
     ordered = gathered.ordered_prompts()
@@ -148,7 +173,8 @@ def _comparison(compare_dir: str | None) -> dict | None:
 class _Gathered:
     """The runs' stories, failures and summaries as they are read, joined on prompt identity."""
 
-    def __init__(self) -> None:
+    def __init__(self, human: dict[tuple, dict[str, dict]]) -> None:
+        self.human = human
         self.prompts: dict[str, dict] = {}  # prompt_sha256 -> {id, aspect, text}
         self.runs: list[dict] = []
         self.stories: list[dict] = []
@@ -192,7 +218,9 @@ class _Gathered:
                              "scores": {m.key: story_value(score, m.key, catalog.aspects) for m in metrics},
                              "missing": score.get("missing") or ({} if score else {"*": "not evaluated"}),
                              "judge": score.get("judge"), "notes": score.get("notes"),
-                             "judge_replies": score.get("judge_replies")})
+                             "judge_replies": score.get("judge_replies"),
+                             "human": self.human.get((s.get("story_id"), s.get("model"), sha))
+                             or self.human.get((s.get("story_id"), None, None))})
         return score
 
     def _add_failures(self, index: int, path: Path, manifest: dict, done: set[str]) -> None:

@@ -20,11 +20,27 @@ from typing import Any
 PLACEHOLDER = re.compile(r"@@(\w+)@@")
 
 
+def asset(package: str, name: str) -> str:
+    """A file of `package`'s `static/` folder."""
+    return resources.files(package).joinpath("static", name).read_text(encoding="utf-8")
+
+
 def _asset(name: str) -> str:
-    return resources.files("eval.view").joinpath("static", name).read_text(encoding="utf-8")
+    return asset("eval.view", name)
 
 
-def _csp_hash(text: str) -> str:
+def page_script(package: str, name: str) -> str:
+    """A page's one inline script: the shared DOM builder (`dom.js`), then the page's own code."""
+    return _asset("dom.js") + "\n" + asset(package, name)
+
+
+def fill(template: str, parts: dict[str, str]) -> str:
+    """`@@NAME@@` placeholders replaced in one pass over the template only, so a placeholder-like
+    string inside the data stays as it is."""
+    return PLACEHOLDER.sub(lambda m: parts[m.group(1)], template)
+
+
+def csp_hash(text: str) -> str:
     return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode("utf-8")).digest()).decode("ascii") + "'"
 
 
@@ -36,11 +52,10 @@ def embed_json(data: Any) -> str:
 
 def render_html(data: dict[str, Any]) -> str:
     """The page for `data` (as `eval.view.data.load_view_data` builds it)."""
-    css, js = _asset("view.css"), _asset("view.js")
+    css, js = _asset("view.css"), page_script("eval.view", "view.js")
     parts = {
         "TITLE": html.escape(data.get("title") or "Run viewer"),
-        "CSP": f"default-src 'none'; img-src data:; style-src {_csp_hash(css)}; script-src {_csp_hash(js)}",
+        "CSP": f"default-src 'none'; img-src data:; style-src {csp_hash(css)}; script-src {csp_hash(js)}",
         "CSS": css, "JS": js, "DATA": embed_json(data),
     }
-    # One pass over the template only: a placeholder-like string inside the data stays as it is.
-    return PLACEHOLDER.sub(lambda m: parts[m.group(1)], _asset("view.html"))
+    return fill(_asset("view.html"), parts)

@@ -9,7 +9,7 @@ import importlib
 from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob, numerics_change
-from generate.backends.model import BackendUnavailable, Model, RetryPolicy, RetryStats
+from generate.backends.model import DEFAULT_RETRY_BUDGET, BackendUnavailable, Model, RetryPolicy, RetryStats, gave_up
 from generate.backends.options import BackendOptions, ModelOptions, backend_options
 from generate.common.errors import UsageError
 
@@ -25,8 +25,8 @@ ALIASES: dict[str, str] = {
 }
 
 __all__ = ["Backend", "BackendOptions", "BackendUnavailable", "ChatRequest", "Completion", "Model", "ModelOptions",
-           "RetryPolicy", "RetryStats", "SamplingParams", "TokenLogprob", "backend_options", "load_backend",
-           "load_model", "numerics_change", "resolve_spec"]
+           "RetryPolicy", "RetryStats", "SamplingParams", "TokenLogprob", "backend_options", "gave_up",
+           "load_backend", "load_model", "numerics_change", "resolve_spec"]
 
 
 def _import(target: str) -> Any:
@@ -54,8 +54,8 @@ def load_backend(spec: str, **options: Any) -> Backend:
         raise UsageError(f"bad options for {kind} backend: {exc}") from None
 
 
-def load_model(spec: str, *, retries: int = 5, timeout: float | None = None, concurrency: int | None = None,
-               **backend_options: Any) -> Model:
+def load_model(spec: str, *, retries: int = 5, retry_budget: float = DEFAULT_RETRY_BUDGET, timeout: float | None = None,
+               concurrency: int | None = None, **backend_options: Any) -> Model:
     """Build the retrying, batching `Model` for a spec string."""
-    return Model(load_backend(spec, **backend_options), policy=RetryPolicy(retries=retries),
+    return Model(load_backend(spec, **backend_options), policy=RetryPolicy(retries=retries, budget=retry_budget),
                  timeout=timeout, concurrency=concurrency)

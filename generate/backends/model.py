@@ -5,15 +5,22 @@ call (same decoding settings), sorts them by length to cut padding, splits them 
 backend's batch size and keeps up to `concurrency` calls in flight.
 
 Failures never stop a run from here. A transient one (429, 5xx, timeout, dropped connection,
-malformed reply) is retried with bounded exponential backoff, honouring a server's Retry-After
-up to a cap; a call still failing after every retry comes back as a `Completion` with `error`
-set, so its caller fails that one item (a prompt, a judgement) and the others go on. A batch
-that raises a non-transient RuntimeError or MemoryError (out of memory on one huge request) is
-split and retried one request at a time, so only the offending request fails. Only when every
-call of a batch gives up (a server that is down, a wrong URL) does `BackendUnavailable` stop the
-run, since failing each item would only bury that one cause. Bad requests the user must fix
-(400/401/404) raise at once. Every retry is counted by cause in `stats`, which the generation
-and evaluation manifests record.
+malformed reply) is retried with exponential backoff, honouring a server's Retry-After (one
+longer than what is left of the budget ends the call at once: waiting less would only be refused
+again), within two budgets per call: a count (`RetryPolicy.retries`, `--retries`) and seconds
+(`RetryPolicy.budget`, `--retry-budget`, counted from the call's first try, the tries themselves
+included), because rate limits and 5xx bursts of hosted APIs last minutes, not a number of
+tries. A call that spends either budget comes back as a `Completion` with `error` set and
+`finish_reason` `GAVE_UP` (`gave_up`): transient, so its caller keeps what depends on it to ask
+again on the next run with the same seed, while the other items go on. A request the backend
+refuses (longer than the context; a batch that raises a non-transient RuntimeError or
+MemoryError, split and retried one request at a time so only the offending request fails) comes
+back with `error` and `finish_reason` "error": deterministic, asking again would fail again.
+`BackendUnavailable` stops the run only when every call of a batch gives up and the backend has
+never answered (a server that is down, a wrong URL): failing each item would bury that one
+cause, while a server that did answer is flaky, and its failed items are retried by the next
+run. Bad requests the user must fix (400/401/404) raise at once. Every retry is counted by
+cause in `stats`, which the generation and evaluation manifests record.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ import asyncio
 import itertools
 import logging
 import random
+import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -42,14 +50,25 @@ class BackendUnavailable(UsageError):
 
 
 GAVE_UP = "unavailable"  # finish_reason of a call that still failed after every retry
+DEFAULT_RETRY_BUDGET = 300.0
+
+
+def gave_up(completion: Completion) -> bool:
+    """Whether a failed completion failed for a transient cause (its retries ran out): the same
+    request may well succeed later, so a re-run asks it again with the same seed; any other
+    `error` is the backend refusing this request, which asking again cannot change."""
+    return completion.error is not None and completion.finish_reason == GAVE_UP
 
 
 @dataclass
 class RetryPolicy:
+    """How long a failing call is retried: at most `retries` retries and, counted from its first
+    try, no retry starts after `budget` seconds (a try in flight then runs to its timeout)."""
+
     retries: int = 5
+    budget: float = DEFAULT_RETRY_BUDGET  # a server's Retry-After is honoured within what is left of it
     backoff: float = 1.0  # seconds before the first retry; doubles each time (with jitter)
     max_backoff: float = 30.0
-    max_retry_after: float = 60.0  # a server's Retry-After is honoured up to this many seconds
     empty_retries: int = 2  # a blank completion is re-asked with another seed before it is kept
 
 
@@ -94,6 +113,7 @@ class Model:
         self.concurrency = concurrency or backend.max_concurrency
         self.calls = 0
         self.stats = RetryStats()
+        self.answered = 0  # engine calls that returned: a backend that ever did is up, if flaky
         self._active = 0  # agenerate calls in flight: the last one out releases the loop's resources
 
     @property
@@ -135,7 +155,7 @@ class Model:
         errors = [o for o in outcomes if isinstance(o, BaseException)]
         if errors:
             raise errors[0]
-        if results and all(r is not None and r.finish_reason == GAVE_UP for r in results):
+        if results and not self.answered and all(r is not None and r.finish_reason == GAVE_UP for r in results):
             raise BackendUnavailable(f"{self.name}: every call failed ({results[0].error}); finished calls are "
                                      "saved: re-run the same command to resume")
         self.calls += len(requests)
@@ -194,6 +214,7 @@ class Model:
             return [out for req in batch for out in await self._call([req])]
 
     async def _retrying(self, batch: list[ChatRequest]) -> list[Completion]:
+        started = time.monotonic()
         for attempt in itertools.count():
             try:
                 coro = self.backend.generate(batch)
@@ -201,15 +222,19 @@ class Model:
                 if len(outs) != len(batch):
                     raise TransientBackendError(f"backend returned {len(outs)} results for {len(batch)} requests",
                                                 cause="malformed reply")
+                self.answered += 1
                 return outs
             except (TransientBackendError, TimeoutError) as exc:
                 cause = getattr(exc, "cause", "timeout")
-                if attempt == self.policy.retries:
-                    reason = f"{cause}: still failing after {self.policy.retries} retries ({_describe(exc)})"
+                elapsed = time.monotonic() - started
+                asked = getattr(exc, "retry_after", None)
+                spent = self._spent(attempt, elapsed, asked)
+                if spent is not None:
+                    reason = f"{cause}: {spent} ({_describe(exc)})"
                     log.warning("%s: %s", self.name, reason)
                     self.stats.failed_calls[cause] += len(batch)
                     return [_failed(reason, GAVE_UP) for _ in batch]
-                delay = self._delay(attempt, getattr(exc, "retry_after", None))
+                delay = self._delay(attempt, asked, self.policy.budget - elapsed)
                 self.stats.retries[cause] += 1
                 self.stats.waited_s += delay
                 log.warning("%s: %s; retry %d/%d in %.2fs", self.name, _describe(exc), attempt + 1,
@@ -217,11 +242,31 @@ class Model:
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # for type checkers: the loop returns
 
-    def _delay(self, attempt: int, retry_after: float | None) -> float:
-        """Exponential backoff with jitter, or the server's Retry-After within its cap."""
+    def _spent(self, retries: int, elapsed: float, asked: float | None) -> str | None:
+        """Which retry budget a call that failed `retries` times in `elapsed` seconds has used up
+        (or would, waiting the `asked` seconds of a Retry-After), in words for its error; None
+        while both last."""
+        p = self.policy
+        if asked is not None and asked > p.budget - elapsed:
+            return (f"the server asked to wait {asked:g}s (Retry-After), more than the "
+                    f"{max(0.0, p.budget - elapsed):.1f}s left of the {p.budget:g}s --retry-budget")
+        if retries >= p.retries:
+            return (f"still failing after {p.retries} retries: the --retries budget ran out "
+                    f"({elapsed:.1f}s of the {p.budget:g}s --retry-budget used)")
+        if elapsed >= p.budget:
+            return (f"still failing after {elapsed:.1f}s and {retries} of {p.retries} retries: the {p.budget:g}s "
+                    "--retry-budget ran out (it counts the tries, each bounded by --timeout, and the waits between "
+                    "them; a try started within it may run to --timeout beyond it)")
+        return None
+
+    def _delay(self, attempt: int, retry_after: float | None, left: float) -> float:
+        """Exponential backoff with jitter, or the server's Retry-After (which fits in what is left
+        of the budget, see `_spent`), at most the `left` seconds of the call's retry budget."""
         if retry_after is not None and retry_after >= 0:
-            return min(retry_after, self.policy.max_retry_after)
-        return min(self.policy.max_backoff, self.policy.backoff * 2**attempt) * (1 + 0.25 * random.random())
+            wait = retry_after
+        else:
+            wait = min(self.policy.max_backoff, self.policy.backoff * 2**attempt) * (1 + 0.25 * random.random())
+        return max(0.0, min(wait, left))
 
     def close(self) -> None:
         self.backend.close()

@@ -14,6 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
+from generate.backends.model import DEFAULT_RETRY_BUDGET
+
 if TYPE_CHECKING:
     from generate.backends.model import Model
 
@@ -52,6 +54,9 @@ class BackendOptions:
     concurrency: int = field(default=8, metadata={"help": "openai: requests in flight"})
     timeout: float = field(default=120.0, metadata={"help": "openai: seconds per request"})
     retries: int = field(default=5, metadata={"help": "retries of a failed call before it counts as failed"})
+    retry_budget: float = field(default=DEFAULT_RETRY_BUDGET, metadata={
+        "help": "seconds a failing call may spend on tries and waits before it counts as failed (with --retries, "
+                "whichever runs out first; Retry-After is honoured within it)"})
 
     def connection(self) -> dict[str, Any]:
         """These options by name, for the configs of the runs a composite command makes (a
@@ -66,7 +71,7 @@ class BackendOptions:
         """The retrying, batching `Model` for `spec` with these options."""
         from generate.backends import load_model  # the registry imports this module
 
-        return load_model(spec, retries=self.retries, **self.backend_options(spec))
+        return load_model(spec, retries=self.retries, retry_budget=self.retry_budget, **self.backend_options(spec))
 
 
 @dataclass

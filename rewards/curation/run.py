@@ -6,7 +6,11 @@ as one batch. Calls are journaled (`generate.journal.Journal`) with seeds derive
 seed and the call's place, so a re-run rebuilds identical requests and replays every finished
 call; finished responses (in `judgments.jsonl`) are skipped; a killed run loses only the calls in
 flight. A response whose agent output stays unusable goes to `failed.jsonl` with its reason and the
-command exits 1; a re-run retries it with fresh seeds (drawn from its number of failures).
+command exits 1; a re-run retries it keeping what succeeded (`generate.journal.FailureLog`): after
+an unusable output (deterministic) with fresh seeds, drawn from its number of such failures;
+after a call whose retries ran out (transient) with the same seeds, so every finished call is
+replayed and only the failed one asked again. A response whose request the backend refused (over
+the context) failed for good and is not retried.
 `preferences.jsonl` and the manifest's `counts` are rebuilt from `judgments.jsonl` at the end of
 every run. Resuming follows `generate.common.resumable`: other settings, curation prompts, backend
 numerics or retrieval sources are refused; the manifest's `progress` follows every chunk.
@@ -16,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -26,13 +29,13 @@ from eval.scorers.curation.agents import ABLATABLE, VERDICT_MODES, Settings, cur
 from eval.scorers.curation.prompts import load_curation_prompts
 from eval.scorers.curation.retrieval import Example, RetrievalIndex
 from eval.scorers.curation.scorer import drive_curation, render_examples
-from generate.backends import Model, ModelOptions, SamplingParams
+from generate.backends import Completion, Model, ModelOptions, SamplingParams, gave_up
 from generate.backends.options import batch_size_option
 from generate.common.errors import PartialFailure, UsageError
-from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl, rewrite_jsonl
+from generate.common.jsonl import append_jsonl, read_jsonl, rewrite_jsonl
 from generate.common.manifest import write_manifest
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, settings_of, text_hashes
-from generate.journal import Journal
+from generate.journal import FailureLog, Journal
 from generate.prompts import load_prompts
 from rewards.curation.data import Candidate, agreement, build_pairs, load_candidates
 
@@ -93,6 +96,7 @@ class Curator:
         self.writer = load_prompts()
         self._model, self._embedder = model, embedder
         self.failed: dict[str, str] = {}  # response key -> reason, for responses that failed in this run
+        self.final: dict[str, str] = {}  # ... of those, the ones that failed for good (a refused request)
 
     @property
     def model(self) -> Model:
@@ -124,12 +128,13 @@ class Curator:
         run.check_texts("template_sha256", text_hashes(self.prompts.texts()))
         failed_path = self.out / "failed.jsonl"
         done = run.done("judgments.jsonl", "key")
-        repair_jsonl(failed_path)
-        attempts = Counter(r["key"] for r in read_jsonl(failed_path))
-        todo = [c for c in candidates if c.key not in done]
-        log.info("curation: %d candidates, %d already judged, %d to run", len(candidates), len(done), len(todo))
+        failures = FailureLog(failed_path, key="key")
+        final = {k: why for k, why in failures.final().items() if k not in done}
+        todo = [c for c in candidates if c.key not in done and c.key not in final]
+        log.info("curation: %d candidates, %d already judged, %d failed for good, %d to run", len(candidates),
+                 len(done), len(final), len(todo))
         if todo:
-            self._curate(run, todo, attempts)
+            self._curate(run, todo, failures)
         elif run.needs_manifest(todo):
             self._write_manifest(None)
         keys = {c.key for c in candidates}
@@ -137,14 +142,19 @@ class Curator:
         pairs = build_pairs(judgments, self.writer.writer_messages)
         path = self.out / "preferences.jsonl"
         rewrite_jsonl(path, pairs)  # derived: rebuilt from the judgments every run
-        run.record({"counts": _counts(candidates, judgments, pairs, self.failed)})
+        run.record({"counts": _counts(candidates, judgments, pairs, {**self.failed, **self.final})})
         log.info("curation: %d judged, %d pairs -> %s", len(judgments), len(pairs), path)
-        if self.failed:
-            raise PartialFailure(f"{len(self.failed)} response(s) failed (reasons in {failed_path}); re-run the same "
-                                 "command to retry them")
+        retry = {k: why for k, why in self.failed.items() if k not in self.final}
+        final.update(self.final)
+        if retry or final:
+            left = [f"{len(retry)} response(s) left to retry; re-run the same command: it replays the finished calls "
+                    "and asks only the rest"] if retry else []
+            if final:
+                left.append(f"{len(final)} response(s) failed for good, not retried (the backend refused a request)")
+            raise PartialFailure(f"{'; '.join(left)} (reasons in {failed_path})")
         return path
 
-    def _curate(self, run: Resumable, todo: list[Candidate], attempts: Counter) -> None:
+    def _curate(self, run: Resumable, todo: list[Candidate], failures: FailureLog) -> None:
         """Refuse other numerics or retrieval sources, then curate `todo` chunk by chunk; after each,
         the manifest's `progress` holds this invocation's judged and failed responses so far."""
         settings = self.settings()
@@ -158,9 +168,9 @@ class Curator:
         judged = 0
         for start in range(0, len(todo), self.cfg.chunk_responses):
             chunk = todo[start:start + self.cfg.chunk_responses]
-            records, failures = self._run_chunk(chunk, examples, settings, journal, attempts)
+            records, failed = self._run_chunk(chunk, examples, settings, journal, failures)
             append_jsonl(self.out / "judgments.jsonl", records)
-            append_jsonl(self.out / "failed.jsonl", failures)
+            append_jsonl(self.out / "failed.jsonl", failed)
             judged += len(records)
             run.record({"progress": {"judged": judged, "failed": len(self.failed), "to_run": len(todo)}})
 
@@ -176,14 +186,22 @@ class Curator:
         return dict(zip(prompts, index.nearest(list(prompts.values()), embedder, cfg.k))), index.fingerprint
 
     def _run_chunk(self, chunk: list[Candidate], examples: dict[str, list[Example]], settings: Settings,
-                   journal: Journal, attempts: Counter) -> tuple[list[dict], list[dict]]:
+                   journal: Journal, log_: FailureLog) -> tuple[list[dict], list[dict]]:
         t0 = time.perf_counter()
         words = self.cfg.exemplar_words
+        # A response's seeds are new only after a deterministic failure (an unusable output).
+        attempts = {c.key: log_.call_attempt(c.key, "response") for c in chunk}
         gens = {c.key: curate(c.key, c.prompt, c.text, render_examples(self.prompts, examples.get(c.prompt_sha256, []),
                                                                        words), self.prompts, settings, attempts[c.key])
                 for c in chunk}
-        results, usage = drive_curation(gens, lambda requests, phases: journal.complete(
-            self.model, self.cfg.model, requests, desc=phases))
+        gave: set[str] = set()  # errors of calls whose retries ran out: transient
+
+        def complete(requests, phases) -> list[Completion]:
+            outs = journal.complete(self.model, self.cfg.model, requests, desc=phases)
+            gave.update(o.error for o in outs if gave_up(o))
+            return outs
+
+        results, usage = drive_curation(gens, complete)
         seconds = round((time.perf_counter() - t0) / len(chunk), 3)
         records, failures = [], []
         for c in chunk:
@@ -192,10 +210,13 @@ class Curator:
                     "prompt_sha256": c.prompt_sha256, "aspect": c.aspect, "framework": c.framework}
             cost = {"usage": dict(usage[c.key]), "seconds": seconds}
             if result.pop("status") == "failed":
-                self.failed[c.key] = result["reason"]
-                failures.append({**meta, "attempt": attempts[c.key], **result, **cost,
+                cause = _cause(result["reason"], gave)
+                (self.final if cause == "refused" else self.failed)[c.key] = result["reason"]
+                failures.append({**meta, "attempt": log_.attempt(c.key), **result, **cost,
+                                 "cause": "transient" if cause == "transient" else "deterministic",
+                                 "final": cause == "refused", "reseed": [["response"]] * (cause == "unusable"),
                                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
-                log.warning("%s: curation failed (attempt %d): %s", c.story_id, attempts[c.key], result["reason"])
+                log.warning("%s: curation failed (%s): %s", c.story_id, cause, result["reason"])
                 continue
             records.append({**meta, "prompt": c.prompt, "text": c.text, "label": c.label,
                             "examples": [e.id for e in examples.get(c.prompt_sha256, [])], **result, **cost})
@@ -207,6 +228,14 @@ class Curator:
         write_manifest(self.out, kind="curation", config=asdict(self.cfg), seed=self.cfg.seed, templates=templates,
                        extra={"retrieval": index, "counts": None,
                               "backend": self._model.backend.describe() if self._model else None})
+
+def _cause(reason: str, gave: set[str]) -> str:
+    """Why a response failed: `transient` (a call's retries ran out: same seeds next time),
+    `refused` (the backend refused a request: final) or `unusable` (new seeds next time)."""
+    if any(f"request refused: {error}" in reason for error in gave):
+        return "transient"
+    return "refused" if "request refused: " in reason else "unusable"
+
 
 def _counts(candidates: list[Candidate], judgments: list[dict], pairs: list[dict], failed: dict) -> dict:
     """Counts, verdicts and cost per response, for the manifest and the README's tables."""

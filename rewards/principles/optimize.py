@@ -16,7 +16,11 @@ the principles P and strategy S it starts from:
 
 Each phase is one batch (`protocols.run_phases`). Every call goes through the run's journal
 (`calls.jsonl`) with seeds derived from the run seed and the call's place, so a killed run
-re-run with the same command replays its finished calls and continues. An iteration is done when
+re-run with the same command replays its finished calls and continues. An iteration with a call
+whose retries ran out (a transient failure) is not written: the command exits 1, and its re-run
+replays every finished call and asks the failed ones again with the same seeds, so it converges;
+a request the backend refused, or an unusable reply, is part of the result (a skipped attack, a
+rewrite not used), as asking again would give the same. An iteration is done when
 its `iteration-NN.yaml` exists (written atomically: principles, strategy, held-out metrics, the
 attacks and every rewrite, used or not); `metrics.jsonl`, `metrics.png` and `principles.yaml`
 are rebuilt from those files. `principles.yaml` is the LAST iteration: choosing the best one by
@@ -41,8 +45,8 @@ import yaml
 
 from eval.plotting import pyplot
 from eval.scorers.principles import Detector, State, default_orders, load_state, load_templates
-from generate.backends import ChatRequest, Completion, Model
-from generate.common.errors import UsageError
+from generate.backends import ChatRequest, Completion, Model, gave_up
+from generate.common.errors import PartialFailure, UsageError
 from generate.common.files import write_text_atomic
 from generate.common.manifest import sha256_bytes, write_manifest
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, text_hashes
@@ -50,12 +54,14 @@ from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions, load_labelled, split_examples
 from rewards.principles.metrics import binary_metrics
 from rewards.principles.protocols import Check, Limits, attack, detect, diagnose, mistakes, revise, run_phases
+from rewards.signal_check import group_bootstrap
 
 log = logging.getLogger(__name__)
 
 PLOTTED = ("accuracy", "precision", "recall", "f1", "auc")
 # Options that do not change what a run produces; every other one must match to resume a run.
-RUNTIME_KEYS = ("out", "iterations", "batch_size", "base_url", "api_key", "concurrency", "timeout", "retries")
+RUNTIME_KEYS = ("out", "iterations", "batch_size", "base_url", "api_key", "concurrency", "timeout", "retries",
+                "retry_budget")
 NOUN = "an optimisation"
 
 
@@ -104,6 +110,7 @@ class Optimiser:
         self._model = model
         self.journal: Journal | None = None
         self.asked: Counter = Counter()  # requests per phase in the iteration under way
+        self.gave_up: list[str] = []  # errors of calls whose retries ran out, this invocation
 
     @property
     def model(self) -> Model:
@@ -141,6 +148,7 @@ class Optimiser:
                 continue
             started, self.asked = time.perf_counter(), Counter()
             state, record = self.evaluate(state) if it == 0 else self.iteration(it, state)
+            self._check_transient(it)
             record = {"iteration": it, **record, "requests": dict(self.asked),
                       "seconds": round(time.perf_counter() - started, 1)}
             write_text_atomic(self._path(it), state.to_yaml(**record))
@@ -172,8 +180,17 @@ class Optimiser:
     def complete(self, it: int):
         def ask(requests: list[ChatRequest], phase: str) -> list[Completion]:
             self.asked[phase] += len(requests)
-            return self.journal.complete(self.model, self.cfg.model, requests, desc=f"iteration {it}: {phase}")
+            outs = self.journal.complete(self.model, self.cfg.model, requests, desc=f"iteration {it}: {phase}")
+            self.gave_up += [o.error for o in outs if gave_up(o)]
+            return outs
         return ask
+
+    def _check_transient(self, it: int) -> None:
+        """Refuse to write an iteration built on a call whose retries ran out (see the module doc)."""
+        if self.gave_up:
+            raise PartialFailure(f"iteration {it}: {len(self.gave_up)} call(s) failed for a transient cause "
+                                 f"({self.gave_up[0]}); re-run the same command: it replays the {len(self.journal)} "
+                                 "finished call(s) kept in calls.jsonl and asks only the rest")
 
     def seed(self, *parts: object) -> int:
         return derive_seed(self.cfg.seed, *parts)
@@ -221,7 +238,7 @@ class Optimiser:
         det = self.detector(state.principles)
         scores = run_phases({e.id: detect(e, det, "evaluate") for e in self.held}, ("evaluate",), self.complete(it))
         p_good = [scores[e.id] for e in self.held]
-        return state, {"heldout": binary_metrics([e.label for e in self.held], p_good),
+        return state, {"heldout": heldout_metrics(self.held, p_good, self.cfg.seed),
                        "heldout_p_good": {e.id: p for e, p in zip(self.held, p_good)}}
 
     # --- outputs ---------------------------------------------------------------------------------
@@ -247,6 +264,23 @@ class Optimiser:
         return target
 
 
+def heldout_metrics(held: list, p_good: list[float | None], seed: int) -> dict:
+    """`binary_metrics` on the held-out rows, with 95% intervals of AUC and F1 by bootstrap over
+    their groups (a work's passage and its damaged twin are resampled together;
+    `rewards.signal_check`, which GRPO's gate reads)."""
+    groups: dict[str, list[tuple[int, float | None]]] = {}
+    for e, p in zip(held, p_good, strict=True):
+        groups.setdefault(e.group or e.id, []).append((e.label, p))
+    rows = list(groups.values())
+
+    def stat(key: str):
+        return lambda sample: binary_metrics([y for g in sample for y, _ in g], [p for g in sample for _, p in g])[key]
+
+    return {**binary_metrics([e.label for e in held], p_good), "groups": len(rows),
+            "auc_ci95": group_bootstrap(rows, stat("auc"), seed=seed),
+            "f1_ci95": group_bootstrap(rows, stat("f1"), seed=seed)}
+
+
 def _load_record(path: Path) -> dict:
     return yaml.safe_load(path.read_text(encoding="utf-8"))
 
@@ -257,6 +291,7 @@ def _row(record: dict, cfg: OptimizeConfig) -> dict:
     return {"iteration": record["iteration"], "reflect": cfg.reflect, "verdict": cfg.verdict,
             **{k: held[k] for k in ("n", "missing", "accuracy", "precision", "recall", "f1", "auc", "tp", "fp", "tn",
                                     "fn")},
+            **{k: held.get(k) for k in ("groups", "auc_ci95", "f1_ci95")},
             "mean_p_good": held["mean_p_good"], "caught": adv.get("caught"), "fooled": adv.get("fooled"),
             "errors": record.get("reflection", {}).get("errors"),
             "rewrites_used": [u["role"] for u in record.get("updates", []) if u["used"]],

@@ -79,10 +79,15 @@ def test_reward_trainer_run_saves_a_model_and_its_heldout_accuracy(trained_rm):
     out, metrics = trained_rm
     assert (out / "adapter_config.json").is_file() and (out / "merged" / "config.json").is_file()
     split = json.loads((out / "split.json").read_text())
-    assert len(split["eval"]) == 1 and not set(split["eval"]) & set(split["train"])
-    assert metrics["pairs"] == {"train": 6, "heldout": 2} and metrics["train_seconds"] > 0
+    assert len(split["eval"]) == 2 and not set(split["eval"]) & set(split["train"])  # 2 held out: an interval
+    assert metrics["pairs"] == {"train": 4, "heldout": 4} and metrics["train_seconds"] > 0
     heldout = metrics["heldout"]
-    assert heldout["n"] == 2 and heldout["accuracy"] in (0.0, 0.5, 1.0)
+    margins = [m for ms in heldout["margins"].values() for m in ms]
+    assert heldout["n"] == 4 and heldout["prompts"] == 2 and len(margins) == 4
+    # The accuracy is the share of positive margins of the pairs it was computed on, inside its interval.
+    assert heldout["accuracy"] == sum(m > 0 for m in margins) / 4
+    assert heldout["mean_margin"] == pytest.approx(sum(margins) / 4, abs=1e-5)
+    assert heldout["ci95"][0] <= heldout["accuracy"] <= heldout["ci95"][1]
     # The reward's scorer on the saved model reproduces trl's own evaluation (one eval batch).
     assert heldout["accuracy"] == metrics["trl_eval"]["eval_accuracy"]
     assert heldout["mean_margin"] == pytest.approx(metrics["trl_eval"]["eval_margin"], abs=1e-3)

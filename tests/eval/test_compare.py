@@ -444,3 +444,40 @@ def test_judge_columns_come_from_the_evaluations_rubric(runs, tmp_path):
     assert result["gains"]["science"]["better"]["gain"] == pytest.approx(0.5)
     assert result["gains"][JUDGE_AVERAGE]["better"]["gain"] == pytest.approx(0.5)
     assert "| Science | `better` |" in render_markdown(result)
+
+
+# --- runs that agree on having none; signals and scorer numerics by content -----------------------
+
+@pytest.mark.parametrize("field", ["judge", "reference"])
+def test_two_runs_that_both_have_no_judge_or_no_corpus_compare(runs, field):
+    """`--no-judge` (or no corpus) records None: two such runs agree; one with and one without differ."""
+    write_manifests(runs["base"], **{field: None})
+    write_manifests(runs["better"], **{field: None})
+    assert run_compare(runs, ["base", "better"])["mismatches"] == {}
+    write_manifests(runs["better"])
+    with pytest.raises(UsageError, match=f"runs differ in {field}"):
+        run_compare(runs, ["base", "better"])
+
+
+def _signals(sha: str) -> dict:
+    return {"principles": "p.yaml", "principle_judge": "j", "reward_model": None, "rm_record": None,
+            "principles_record": {"sha256": sha, "mode": "logprob", "orders": 2, "heldout": {"auc": 0.6}}}
+
+
+def test_signal_metrics_made_with_different_principles_are_refused(runs):
+    for name in ("base", "better"):
+        _rewrite_scores(runs[name], lambda r: {**r, "principle_p": 0.5, "principle_good": 1.0})
+    write_manifests(runs["base"], signals=_signals("a" * 64))
+    write_manifests(runs["better"], signals={**_signals("a" * 64), "principles": "moved/p.yaml"})
+    assert run_compare(runs, ["base", "better"])["mismatches"] == {}  # the same file elsewhere: the same signal
+    write_manifests(runs["better"], signals=_signals("b" * 64))
+    with pytest.raises(UsageError, match="runs differ in signals"):
+        run_compare(runs, ["base", "better"])
+    assert "signals" in run_compare(runs, ["base", "better"], allow_mismatch=["signals"])["mismatches"]
+
+
+def test_surprisal_scored_in_other_numerics_is_refused(runs):
+    write_manifests(runs["base"], scorer_numerics={"dtype": "bfloat16"})
+    write_manifests(runs["better"], scorer_numerics={"dtype": "float32"})
+    with pytest.raises(UsageError, match="runs differ in scorer"):
+        run_compare(runs, ["base", "better"])

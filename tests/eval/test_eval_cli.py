@@ -13,7 +13,9 @@ from eval.cli import main
 from eval.metrics.catalog import RULE_METRICS
 from eval.run import EvalConfig, Evaluator
 from generate.common.cli import run_cli
-from generate.common.errors import UsageError
+from generate.backends import Completion
+from generate.backends.base import TransientBackendError
+from generate.common.errors import PartialFailure, UsageError
 
 ASPECTS = ["concepts", "logic", "characters", "world_building", "ethics"]
 METRICS = [*ASPECTS, *(m.key for m in RULE_METRICS)]
@@ -125,7 +127,9 @@ def test_rerun_skips_scored_stories_and_resumes_a_partial_file(tmp_path, tiny_co
     evaluate(files, out, fakes, counting_embedder, reference_dir=str(tiny_corpus))
     assert sorted(r["story_id"] for r in rows(out)) == ["review/p1/ecological", "review/p1/humanistic",
                                                         "single/p1/single"]
-    assert len(fakes.judge.requests) == asked + 5 * 2 + 2  # one story: 5 aspects x 2 samples + 2 ethics re-asks
+    # The story cut off is scored again; its judge calls are replayed from judge_calls.jsonl.
+    assert len(fakes.judge.requests) == asked
+    assert len((out / "judge_calls.jsonl").read_text().splitlines()) == asked
 
 
 def test_a_resumed_evaluation_adds_its_seconds_to_those_already_recorded(tmp_path, tiny_corpus, counting_embedder,
@@ -295,3 +299,62 @@ def test_resuming_an_evaluation_judged_in_another_dtype_is_refused(tmp_path, rec
             Evaluator._check_provenance(Resumable(tmp_path, NOUN), now)
     else:
         Evaluator._check_provenance(Resumable(tmp_path, NOUN), now)
+
+
+class DownFor(ScriptedBackend):
+    """The judge script of `Fakes`, one request per engine call, whose calls about one story fail
+    transiently (503) while `down`."""
+
+    batch_size = 1
+
+    def __init__(self, word: str):
+        super().__init__({"logic": ["Score: 2"], "ethics": ["no idea"], "*": ["Score: 4"]})
+        self.word, self.down = word, True
+
+    async def generate(self, requests):
+        if self.down and self.word in requests[0].messages[-1]["content"]:
+            raise TransientBackendError("HTTP 503: overloaded", cause="HTTP 503")
+        return await super().generate(requests)
+
+
+def test_a_score_missing_for_a_transient_cause_is_scored_again_by_the_next_run(tmp_path, tiny_corpus,
+                                                                               counting_embedder, isolated_cache):
+    """Judge calls whose retries ran out leave their story unwritten and the evaluation exits 1
+    saying so; the next run scores that story, asking only the failed calls (the others are
+    replayed from judge_calls.jsonl), and ends with the scores a run without failures gives."""
+    files = write_stories(tmp_path)
+    clean = evaluate(files, tmp_path / "clean", Fakes(), counting_embedder, reference_dir=str(tiny_corpus))
+    fakes = Fakes()
+    fakes.judge = DownFor("Lichen")
+    fakes.models["fake-judge"] = model(fakes.judge)
+    out = tmp_path / "eval"
+    with pytest.raises(PartialFailure, match=r"^1 stor\(ies\) left to score, whose judge calls failed for a "
+                                             r"transient cause \(judge request failed: HTTP 503"):
+        evaluate(files, out, fakes, counting_embedder, reference_dir=str(tiny_corpus))
+    assert sorted(r["story_id"] for r in rows(out)) == ["review/p1/humanistic", "single/p1/single"]
+    asked = len(fakes.judge.requests)
+    fakes.judge.down = False
+    evaluate(files, out, fakes, counting_embedder, reference_dir=str(tiny_corpus))
+    again = fakes.judge.requests[asked:]
+    assert again and all("Lichen" in r.messages[-1]["content"] for r in again)
+    assert len(again) == 5 * 2 + 2  # the story's 5 aspects x 2 samples, and 2 ethics re-asks
+    by_id = {r["story_id"]: r for r in rows(clean)}
+    for r in rows(out):
+        assert {k: r[k] for k in METRICS} == {k: by_id[r["story_id"]][k] for k in METRICS}
+    keys = [json.loads(line)["key"] for line in (out / "judge_calls.jsonl").read_text().splitlines()]
+    assert len(keys) == len(set(keys))  # each finished call made once
+
+
+def test_a_score_missing_for_a_deterministic_cause_is_final(tmp_path, tiny_corpus, counting_embedder, isolated_cache):
+    files = write_stories(tmp_path)
+    fakes = Fakes()
+
+    async def refusing(requests):
+        refused = Completion(text="", finish_reason="error", error="prompt too long for the model's context")
+        outs = await ScriptedBackend.generate(fakes.judge, requests)
+        return [refused if "Lichen" in r.messages[-1]["content"] else o for r, o in zip(requests, outs)]
+
+    fakes.judge.generate = refusing
+    out = evaluate(files, tmp_path / "eval", fakes, counting_embedder, reference_dir=str(tiny_corpus))
+    lichen = next(r for r in rows(out) if r["story_id"] == "review/p1/ecological")
+    assert lichen["concepts"] is None and "context" in lichen["missing"]["concepts"]

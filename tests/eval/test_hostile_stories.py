@@ -88,9 +88,20 @@ def test_hostile_stories_are_scored_with_a_reason_for_every_missing_value(tmp_pa
     assert summary["concepts"]["missing"] == {"empty story": 1}
 
 
+def reward_of(row: dict, metric: str) -> float | None:
+    """The novelty reward the evaluation's row implies: its value, or the floor where the value
+    cannot exist (the evaluation's reasons), or None where it failed."""
+    from rewards.novelty import CANNOT_EXIST, NO_TEXT
+
+    if row[metric] is not None:
+        return row[metric]
+    return NO_TEXT if row["missing"][metric] in CANNOT_EXIST else None
+
+
 def test_eval_and_rewards_agree_on_the_same_literal_stories(tmp_path, tiny_corpus, counting_embedder, monkeypatch):
-    """One scoring path: the evaluation's values and the rewards' values for the same text are equal,
-    None included (a reward's None is the evaluation's missing value)."""
+    """One scoring path: the evaluation's values and the rewards' values for the same text are equal;
+    where the evaluation reports a value that cannot exist (an empty story, one without words) as
+    missing, the reward pays the floor, 0.0 (`rewards.novelty`), never None (a failed call's)."""
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
     stories = write_stories(tmp_path / "run" / "stories.jsonl", "fake-writer")
     cfg = EvalConfig(stories=[str(stories)], out=str(tmp_path / "eval"), no_judge=True, no_surprisal=True,
@@ -101,8 +112,7 @@ def test_eval_and_rewards_agree_on_the_same_literal_stories(tmp_path, tiny_corpu
     values = reward_values(list(HOSTILE.values()), context, RULE, options)
     for i, name in enumerate(HOSTILE):
         for metric in RULE:
-            expected = rows[name][metric]
-            assert values[metric][i] == (None if expected is None else pytest.approx(expected, rel=1e-9)), (name, metric)
+            assert values[metric][i] == pytest.approx(reward_of(rows[name], metric), rel=1e-9), (name, metric)
 
 
 @pytest.mark.slow
@@ -125,9 +135,10 @@ def test_eval_cli_and_rewards_agree_with_the_real_models(tmp_path, tiny_corpus, 
     aspects = ("concepts", "logic", "characters", "world_building", "ethics")
     for i, name in enumerate(HOSTILE):
         row = rows[name]
-        for metric in ("surprisal", *RULE):
-            expected = row[metric]
-            assert values[metric][i] == (None if expected is None else pytest.approx(expected, rel=1e-4)), (name, metric)
+        expected = row["surprisal"]
+        assert values["surprisal"][i] == (None if expected is None else pytest.approx(expected, rel=1e-4)), name
+        for metric in RULE:
+            assert values[metric][i] == pytest.approx(reward_of(row, metric), rel=1e-4), (name, metric)
         judged = [row[a] for a in aspects if row[a] is not None]
         if name == "empty":
             assert values["judge"][i] == 0.0  # the rubric's floor: no story

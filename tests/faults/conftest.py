@@ -96,7 +96,7 @@ def openai_model(base_url: str, api_key: str, policy=None, timeout: float = 15.0
     from generate.backends.openai_backend import OpenAIBackend
 
     backend = OpenAIBackend("smollm2", base_url=base_url, api_key=api_key, concurrency=concurrency, timeout=timeout)
-    return Model(backend, policy=policy or RetryPolicy(retries=6, backoff=0.05, max_backoff=0.2, max_retry_after=1.0))
+    return Model(backend, policy=policy or RetryPolicy(retries=6, backoff=0.05, max_backoff=0.2, budget=60.0))
 
 
 def run_review(out: Path, model) -> Path:

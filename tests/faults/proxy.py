@@ -68,6 +68,26 @@ def seeded_schedule(seed: int, faults: list[str] | None = None, max_gap: int = 1
     return [(rng.randint(0, max_gap), fault) for fault in order]
 
 
+# Faults a retry can outlast that cost no waiting: a flaky server at test speed.
+QUICK = ["truncated", "not_json", "html", "choices_empty", "choices_null", "message_null", "content_missing", "drop",
+         "429", "502", "503", "504"]
+
+
+def flaky_schedule(seed: int, rate: float = 2 / 3, length: int = 5000, faults: list[str] | None = None,
+                   ) -> list[tuple[int, str]]:
+    """A server failing each chat request with probability `rate` (a seeded draw per request, the
+    fault drawn from `faults`, QUICK by default), for `length` faults: [(clean requests first, fault)]."""
+    rng = random.Random(seed)
+    out, clean = [], 0
+    while len(out) < length:
+        if rng.random() < rate:
+            out.append((clean, rng.choice(faults or QUICK)))
+            clean = 0
+        else:
+            clean += 1
+    return out
+
+
 def expected_retries(proxy: FaultProxy) -> Counter:
     """The retries a client should count, by cause: one per fault the proxy injected, and one
     timeout per reply the client stopped waiting for."""

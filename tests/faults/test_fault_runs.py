@@ -29,10 +29,16 @@ def journal(out) -> dict[str, str]:
     return {r["key"]: r["text"] for r in read_jsonl(out / "calls.jsonl")}
 
 
+# Every fault a retry survives: a Retry-After beyond the retry budget ends its call at once (a
+# transient failure that the next run retries: test_convergence.py).
+SURVIVED = sorted(set(FAULTS) - {"429_retry_after_long"})
+
+
 def faulted(llama_server, seed: int, run, max_gap: int = 1):
-    """Run `run(model)` through a proxy injecting every fault once; return (proxy, model, seconds)."""
+    """Run `run(model)` through a proxy injecting every survivable fault once; return (proxy, model, seconds)."""
     with FaultProxy(llama_server.base_url, upstream_key=llama_server.api_key,
-                    schedule=seeded_schedule(seed, max_gap=max_gap), stall_s=TIMEOUT + 2, retry_after=1.0) as proxy:
+                    schedule=seeded_schedule(seed, SURVIVED, max_gap=max_gap), stall_s=TIMEOUT + 2,
+                    retry_after=1.0) as proxy:
         model = openai_model(proxy.base_url, llama_server.api_key, timeout=TIMEOUT)
         started = time.monotonic()
         run(model)
@@ -55,7 +61,7 @@ def evaluation(llama_server, fault_data, tmp_path_factory):
         started = time.monotonic()
         run_eval(clean, fault_data, openai_model(proxy.base_url, "any", timeout=TIMEOUT))
         log.warning("evaluation without faults: %.1fs", time.monotonic() - started)
-    # 8 judge calls for 15 faults: no clean request between faults (each request takes up to 2)
+    # 8 judge calls for 14 faults: no clean request between faults (each request takes up to 2)
     proxy, model, seconds = faulted(llama_server, 12, lambda model: run_eval(out, fault_data, model), max_gap=0)
     log.warning("evaluation under faults: %d retries %s, %.1fs backoff, %.1fs", sum(model.stats.retries.values()),
                 dict(model.stats.retries), model.stats.waited_s, seconds)
@@ -63,7 +69,7 @@ def evaluation(llama_server, fault_data, tmp_path_factory):
 
 
 def test_review_survives_every_fault_with_identical_stories(review, review_reference):
-    assert sorted(f for _, f in review["proxy"].injected) == sorted(FAULTS), "the run ended before every fault"
+    assert sorted(f for _, f in review["proxy"].injected) == SURVIVED, "the run ended before every fault"
     assert stories(review["out"]) == stories(review_reference)
     assert journal(review["out"]) == journal(review_reference)
     assert not (review["out"] / "failed.jsonl").exists() or not list(read_jsonl(review["out"] / "failed.jsonl"))
@@ -72,14 +78,14 @@ def test_review_survives_every_fault_with_identical_stories(review, review_refer
 def test_review_retries_match_the_schedule_and_the_manifest(review):
     stats = review["model"].stats
     assert stats.retries == expected_retries(review["proxy"])
-    assert not stats.failed_calls and stats.waited_s >= 2.0  # two Retry-After waits of 1 s (one capped)
+    assert not stats.failed_calls and stats.waited_s >= 1.0  # a Retry-After wait of 1 s
     manifest = json.loads((review["out"] / "manifest.json").read_text())
     assert manifest["reliability"] == stats.to_json()
     assert 0.05 < manifest["peak_rss_gb"] < 64  # the process's peak memory, in GiB (not KiB or bytes)
 
 
 def test_evaluation_survives_every_fault_with_identical_scores(evaluation):
-    assert sorted(f for _, f in evaluation["proxy"].injected) == sorted(FAULTS)
+    assert sorted(f for _, f in evaluation["proxy"].injected) == SURVIVED
     clean = list(read_jsonl(evaluation["clean"] / "scores.jsonl"))
     assert len(clean) == 8 and sum(r["concepts"] is not None for r in clean) >= 4  # the judge did score
     assert list(read_jsonl(evaluation["out"] / "scores.jsonl")) == clean

@@ -1,5 +1,6 @@
 """A reply that is still blank after the re-asks fails its prompt: it is never written as a story,
-never shown to a reviewer or reviser, and is recorded in failed.jsonl; a re-run retries it."""
+never shown to a reviewer or reviser, and is recorded in failed.jsonl; a re-run retries it, with a
+new seed for that call only. A request the backend refuses fails its prompt for good."""
 
 import json
 
@@ -7,6 +8,7 @@ import pytest
 
 from generate.cli import main
 from generate.backends import Completion, Model
+from generate.backends.model import GAVE_UP
 from generate.common.cli import run_cli
 from generate.datasets import load_dataset, spread_over_aspects
 from generate.journal import derive_seed
@@ -34,7 +36,7 @@ def run(tmp_path, backend, framework="review", name="run", **kw):
         path = runner.run()
         assert not runner.failed
     except PromptsFailed as exc:  # raised only after every other prompt was written
-        assert exc.failed == runner.failed and runner.failed
+        assert exc.failed == {**runner.failed, **runner.final} and exc.failed
         path = exc.stories
     return runner, [json.loads(line) for line in path.read_text().splitlines()]
 
@@ -116,7 +118,14 @@ def test_a_request_the_backend_refuses_fails_its_prompt_at_once(tmp_path):
     assert len([r for r in backend.requests if is_compose(r, "Humanistic")]) == 1
     journal = (tmp_path / "run" / "calls.jsonl").read_text()
     assert len(journal.splitlines()) == len(backend.requests) - 1  # a refusal is not a result to replay
-    assert runner.failed == {TASK_A.id: record["reason"]}
+    assert runner.final == {TASK_A.id: record["reason"]} and not runner.failed
+    assert record["final"] and record["cause"] == "deterministic" and record["reseed"] == []
+    # Refused, it would be refused again: the re-run does not retry it, and says so.
+    again = Scripted(backend.rule)
+    with pytest.raises(PromptsFailed, match="1 prompt\\(s\\) failed for good, not retried") as info:
+        Runner(RunConfig(framework="review", model="echo", out=str(tmp_path / "run"), limit=2, rounds=2),
+               model=Model(again)).run()
+    assert not again.requests and list(info.value.failed) == [TASK_A.id]
 
 
 def test_greedy_decoding_is_not_reasked(tmp_path):
@@ -147,23 +156,65 @@ def test_cli_reports_failed_prompts_exits_1_and_a_rerun_retries_them(tmp_path, m
     assert code == 1
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     failed_log = tmp_path / "run" / "failed.jsonl"
-    expected = (f"error: 1 prompt(s) failed: {TASK_A.id} (reasons in {failed_log}); "
-                "re-run the same command to retry them")
+    kept = len((tmp_path / "run" / "calls.jsonl").read_text().splitlines())
+    # Review, 3 agents, 2 rounds: 12 calls for the prompt; the 2 compose calls that were answered are kept.
+    expected = (f"error: 1 prompt(s) left to retry ({TASK_A.id}) with 10 call(s) left; re-run the same command: it "
+                f"replays the {kept} finished call(s) kept in calls.jsonl and asks only the rest "
+                f"(reasons in {failed_log})")
     assert errors == [expected]
+    (record,) = failures(tmp_path)
+    assert record["cause"] == "deterministic" and not record["final"] and record["reseed"] == [[0, 2]]
 
-    # Same command, still blank: the retry uses new seeds (a journal replay would be the same blank
-    # forever), fails again and is recorded as attempt 1.
+    # Same command, still blank: only the blank call is asked again, with new seeds (a journal replay
+    # would be the same blank forever); the two compose calls that finished are replayed.
     still_blank = Scripted(blank.rule)
     assert cli(tmp_path, still_blank, monkeypatch, capsys)[0] == 1
     assert [f["attempt"] for f in failures(tmp_path)] == [0, 1]
+    assert len(still_blank.requests) == 3 and all(is_compose(r, "Ecological") for r in still_blank.requests)
     assert not {r.seed for r in still_blank.requests} & {r.seed for r in blank.requests}
-    assert all(about_a(r) for r in still_blank.requests)  # the finished prompt is not touched
 
     # The backend stops being blank: the re-run finishes the prompt and exits 0.
     healthy = RecordingEcho()
     code, err = cli(tmp_path, healthy, monkeypatch, capsys)
     assert code == 0 and "error:" not in err
+    assert all(about_a(r) for r in healthy.requests) and len(healthy.requests) == 10
     stories = [json.loads(line) for line in (tmp_path / "run" / "stories.jsonl").read_text().splitlines()]
     assert sorted(s["prompt_id"] for s in stories) == sorted([TASK_A.id] * 3 + [TASK_B.id] * 3)
     assert len(failures(tmp_path)) == 2  # append-only history
     assert cli(tmp_path, RecordingEcho(), monkeypatch, capsys)[0] == 0  # nothing left to do
+
+
+def test_a_call_out_of_retries_keeps_its_seed_and_the_finished_calls_are_replayed(tmp_path):
+    """A transient failure (the Model gave up) is retried by the next run with the same seed; the
+    prompt's other calls are replayed from the journal, so the re-run asks only what is left."""
+    gone = Completion(text="", finish_reason=GAVE_UP, error="HTTP 503: still failing after 5 retries")
+    flaky = Scripted(lambda r: gone if is_review_by(r, "Futuristic") else None)
+    run(tmp_path, flaky)
+    (record,) = failures(tmp_path)
+    assert record["cause"] == "transient" and record["reseed"] == [] and not record["final"]
+    assert {c["failure"] for c in record["calls"]} == {"transient"} and len(record["calls"]) == 2
+    failed_seeds = {r.seed for r in flaky.requests if is_review_by(r, "Futuristic")}
+
+    healthy = RecordingEcho()
+    runner, stories = run(tmp_path, healthy)
+    assert not runner.failed and {s["prompt_id"] for s in stories} == {TASK_A.id, TASK_B.id}
+    asked = [r for r in healthy.requests if is_review_by(r, "Futuristic")]
+    assert {r.seed for r in asked} == failed_seeds  # same seeds, asked again
+    assert not [r for r in healthy.requests if "Give this writer" not in texts(r) and "Revise" not in texts(r)]
+    # The stories are those of a run that never failed.
+    _, clean = run(tmp_path, RecordingEcho(), name="clean")
+    assert comparable(stories, TASK_A.id) == comparable(clean, TASK_A.id)
+    # Every finished call was made once: the journal has one line per request of the clean run.
+    journal = [json.loads(line)["key"] for line in (tmp_path / "run" / "calls.jsonl").read_text().splitlines()]
+    assert len(journal) == len(set(journal)) == len((tmp_path / "clean" / "calls.jsonl").read_text().splitlines())
+
+
+def test_failed_lines_without_causes_still_reseed_every_call(tmp_path):
+    """A failed.jsonl written before causes were recorded keeps meaning what it meant: the prompt's
+    next attempt draws every call's seed from its attempt number, so its journal stays valid."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "failed.jsonl").write_text(json.dumps({"prompt_id": TASK_A.id, "attempt": 0}) + "\n")
+    backend = RecordingEcho()
+    run(tmp_path, backend, framework="single", limit=1)
+    (request,) = backend.requests
+    assert request.seed == derive_seed(0, TASK_A.id, 0, 0, "attempt-1")

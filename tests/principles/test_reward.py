@@ -73,14 +73,15 @@ def test_options_are_checked_and_the_principles_file_is_used(judge_with, tmp_pat
 
 
 def test_the_evaluations_signal_is_the_rewards_own_value(judge_with):
-    """`eval.signals` calls the scorer the reward wraps: the same P(good) per story (an empty story
-    has no value in the evaluation, where the reward gives it 0)."""
+    """`eval.signals` calls the scorer the reward wraps: the same P(good) per story, the empty story
+    included (0, not excellent, in both: one number for one text)."""
     backend = brilliant_is_good(RoleBackend())
     func = judge_with(backend)  # also makes the evaluation's scorer load the scripted model
     texts = ["a brilliant tale", "a dull tale", ""]
     rewarded = asyncio.run(func(PROMPTS, [chat(t) for t in texts]))
     signals = Signals(load_prompts(), principles=str(DEFAULT_STATE), judge="smollm2-135m-instruct", reward_model=None)
     measured = signals.measure(["Write about Mars."] * 3, texts)
-    assert [m.values["principle_p"] for m in measured] == pytest.approx(rewarded[:2] + [None])
-    assert [m.values["principle_good"] for m in measured] == [1.0, 0.0, None]
+    assert rewarded[2] == 0.0
+    assert [m.values["principle_p"] for m in measured] == pytest.approx(rewarded)
+    assert [m.values["principle_good"] for m in measured] == [1.0, 0.0, 0.0]
     assert backend.calls == [4, 4]  # one batched call each, the empty story asked nothing

@@ -83,6 +83,7 @@ def test_make_signals_curates_the_benchmarks_runs_only_when_they_cannot_answer_e
 
     out = dry_run()
     assert "--eval-dataset heldout" in out and "--candidates" not in out
+    assert "--allow-weak-signal" in out  # the 135M signals are weak by nature; the tables say so
     (tmp_path / "scifi100.json").write_text("[]")
     out = dry_run(SCIFI100_PATH=str(tmp_path / "scifi100.json"))
     assert "--candidates runs/benchmark/single/stories.jsonl" in out and "--eval-dataset scifi100" in out
@@ -99,3 +100,16 @@ def test_signals_is_the_story_with_the_three_signals_by_default(story):
     assert parse_config(story.SignalsConfig, ["--signals", "rm"]).signals == ["rm"]
     assert (parse_config(story.StoryConfig, []).signals, story.StoryConfig().out) == (["composite"], "runs/story")
     assert [f.name for f in fields(story.SignalsConfig)] == [f.name for f in fields(story.StoryConfig)]
+
+
+def test_writers_on_weak_or_their_own_signals_are_marked_in_every_table(story, tmp_path):
+    flow = story.Story(story.SignalsConfig(out=str(tmp_path)))
+    (tmp_path / "grpo_rm").mkdir()
+    (tmp_path / "grpo_rm" / "manifest.json").write_text(json.dumps({"weak_signal": True}))
+    (tmp_path / "grpo_principle").mkdir()
+    (tmp_path / "grpo_principle" / "manifest.json").write_text(json.dumps({"weak_signal": False}))
+    labels = flow.labels({"rm_score", "principle_p", "kl"})
+    assert labels["tuned_rm"] == "tuned_rm [weak signal; self-graded by RM]"
+    assert labels["tuned_principle"] == "tuned_principle [self-graded by principles]"
+    assert labels["base"] == "base" and labels["tuned"] == "tuned"
+    assert flow.labels({"kl"})["tuned_principle"] == "tuned_principle"  # not scored by its signal: no mark

@@ -45,11 +45,31 @@ def test_volume_gain_reward_is_the_volume_gain_metric(corpus, fake_embedder, con
     assert out == pytest.approx(expected, rel=1e-6, abs=1e-8)
 
 
-def test_empty_completions_get_none(corpus, context):
-    completions = [chat(""), chat(STORIES[0])]
+def test_a_completion_without_words_is_worth_the_floor_not_a_group_mean(corpus, context):
+    """Empty or emoji-only text has no novelty value; None would be filled with the group mean as if
+    the call had failed, paying an empty story its siblings' average."""
+    completions = [chat(""), chat(STORIES[0]), chat("\U0001F680\U0001F31F")]
     for reward in (kl, novelty_cos, volume_gain):
-        out = reward(PROMPTS[:2], completions, context=context)
-        assert out[0] is None and out[1] is not None
+        out = reward(PROMPTS, completions, context=context)
+        assert out[0] == 0.0 and out[1] > 0
+    assert kl(PROMPTS, completions, context=context)[2] == 0.0  # emoji only: no word to count
+
+
+def test_a_failed_encoding_stays_missing_for_the_group_mean(corpus, context, monkeypatch):
+    """Only a value that cannot exist pays the floor: one whose encoding failed carries no
+    information and stays None, which the trainer fills with its group's mean."""
+    from eval.metrics.story import Chunks
+
+    monkeypatch.setattr(context, "chunks", lambda texts, embedder, chunk_size: [
+        Chunks(None, "encoder failed on this story: out of memory") for _ in texts])
+    for reward in (novelty_cos, volume_gain):
+        assert reward(PROMPTS[:1], [chat(STORIES[0])], context=context) == [None]
+
+
+def test_the_reference_sample_takes_the_evaluations_seed(corpus, context):
+    """`seed` picks the seeded reference sample as the evaluation's --seed does, and is recorded."""
+    kl(PROMPTS[:1], [chat(STORIES[0])], context=context, max_chunks=2, seed=7)
+    assert 7 in [key[-1] for key in context._metrics]
 
 
 def test_embedding_rewards_share_one_encoder_pass_per_step(corpus, fake_embedder, context):

@@ -84,13 +84,15 @@ def test_accelerate_configs(name, kind, stage):
     ("smollm2_cpu_rm", "reward_model", "model_dir"), ("smollm2_cpu_principle", "principle_judge", "principles"),
     ("qwen25_3b_rm", "reward_model", "model_dir"), ("qwen25_3b_principle", "principle_judge", "principles")])
 def test_signal_recipes_differ_from_their_base_only_in_the_reward(recipe, signal, option):
-    """The three writers of a size are trained alike; only the reward signal changes."""
+    """The three writers of a size are trained alike; only the reward signal changes, and a signal's
+    writer trains on the signal alone (the paper's recipe; a length term only as a named variant)."""
     gpu = recipe.startswith("qwen")
     overrides = ("--use_cpu", "true") if gpu else ()
     script, training, model = parse(recipe, *overrides)
     base_script, base_training, base_model = parse("qwen25_3b" if gpu else "smollm2_cpu", *overrides)
-    assert script.reward_funcs == [signal, "length"] and option in script.reward_options[signal]
-    assert script.reward_options["length"] == base_script.reward_options["length"]
+    assert script.reward_funcs == [signal] and option in script.reward_options[signal]
+    assert list(script.reward_options) == [signal] and training.reward_weights == [1.0]
+    assert not script.allow_weak_signal  # a weak signal is refused unless asked for
     assert vars(model) == vars(base_model)
     same = {k: v for k, v in training.to_dict().items() if k not in ("output_dir", "reward_weights", "logging_dir",
                                                                       "run_name", "hub_model_id")}

@@ -67,3 +67,11 @@ def test_selecting_from_the_wrong_dataset_fails():
     split = split_tasks(scifi_like(3, 5), 0.2, 0)
     with pytest.raises(UsageError, match="missing from the dataset"):
         split.select(scifi_like(2, 2), "eval")
+
+
+def test_a_share_that_rounds_to_no_prompt_is_refused_not_silently_none():
+    """round(0.25 * 2) is 0 in Python: two prompts at 0.25 held out none, silently."""
+    tasks = [Task(f"p{i}", "a", f"prompt {i}") for i in range(2)]
+    with pytest.raises(UsageError, match="holds none out"):
+        split_tasks(tasks, 0.2, 0)
+    assert len(split_tasks(tasks, 0.25, 0).eval) == 1  # 0.5 rounds half up

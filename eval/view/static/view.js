@@ -10,20 +10,6 @@ DATA.stories.forEach((s) => STORIES_OF[s.prompt].push(s));
 const FAILED = {};  // "run|prompt index" -> reason of the last failed attempt, while it still fails
 DATA.failures.forEach((f) => { if (f.prompt != null && !f.retried_ok) FAILED[f.run + "|" + f.prompt] = f.reason; });
 
-function h(tag, attrs, ...kids) {
-  const el = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs || {})) {
-    if (v == null || v === false) continue;
-    if (k === "class") el.className = v;
-    else if (k === "on") for (const [ev, fn] of Object.entries(v)) el.addEventListener(ev, fn);
-    else el.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const kid of kids.flat(Infinity)) {
-    if (kid != null && kid !== false) el.append(kid instanceof Node ? kid : document.createTextNode(String(kid)));
-  }
-  return el;
-}
-
 function svg(tag, attrs, ...kids) {
   const el = document.createElementNS("http://www.w3.org/2000/svg", tag);
   for (const [k, v] of Object.entries(attrs || {})) el.setAttribute(k, String(v));
@@ -250,8 +236,10 @@ function diffNode(a, b) {
 function scoreTable(story, run) {
   const cells = DATA.metrics.map((m) => {
     const v = story.scores[m.key], why = story.missing[m.key] || story.missing["*"];
-    return [h("th", {}, m.label), v == null ? h("td", { class: "missing", "data-metric": m.key }, "missing: " + (why || "not recorded"))
-      : h("td", { class: "num", "data-metric": m.key }, fmt(v, m.digits))];
+    const human = story.human && story.human[m.key];  // a rating study's consensus, beside the judge's score
+    const note = human ? h("span", { class: "human", title: human.n ? `mean of ${human.n} raters` : null }, ` · human ${fmt(human.mean, 2)}`) : null;
+    return [h("th", {}, m.label), v == null ? h("td", { class: "missing", "data-metric": m.key }, "missing: " + (why || "not recorded"), note)
+      : h("td", { class: "num", "data-metric": m.key }, fmt(v, m.digits), note)];
   });
   const rows = [];  // two metrics a row, to keep a story's card short
   for (let i = 0; i < cells.length; i += 2) rows.push(h("tr", {}, cells.slice(i, i + 2)));

@@ -1,0 +1,192 @@
+"""A study's ratings out of the database: the consensus, the labels, agreement and Table 4.
+
+`export(db, out)` writes into `out`:
+
+- `ratings.csv` (likert): one row per story and aspect with the human consensus (mean of the
+  raters' current ratings) and the judge's score: the CSV `review-lab align` reads (columns
+  story_id, aspect, human, judge, then n_raters, human_std and the story's source: run,
+  source_story_id, model, prompt_sha256). Stories the judge did not score are left out, counted.
+- `labelled.jsonl`: {id, prompt, response, label, ...} per story with a human label, which
+  `review-lab principles optimize --labelled` and the curation ablations (`--candidates`) read.
+  Verdict studies: the raters' majority (a tie gives no label). Likert studies: 1 when the
+  consensus averaged over aspects is at least `good_at`.
+- `history.csv`: every submission ever stored (the last per rater, story and aspect counts).
+- `agreement.json` and `table4.md`: per aspect Krippendorff's alpha among raters, the human mean ±
+  std over stories (sample std), and against the judge ICC(A,1), Bland-Altman bias and limits and
+  Pearson r (`eval.alignment` on `ratings.csv`, the one implementation); the agreement rate of
+  the human labels with each automatic verdict the runs' scores.jsonl hold, and which are absent.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import sqlite3
+import statistics
+from dataclasses import asdict
+from pathlib import Path
+
+from eval.alignment import alignment_table, read_ratings
+from eval.rating import store
+from eval.rating.agreement import interval, krippendorff_alpha, nominal, verdict_agreement
+from eval.rating.study import AUTO_VERDICTS
+from generate.common.errors import UsageError
+
+CSV_COLUMNS = ("story_id", "aspect", "human", "judge", "n_raters", "human_std", "run", "source_story_id", "model",
+               "prompt_sha256")
+
+
+def _stories(conn: sqlite3.Connection) -> dict[str, dict]:
+    rows = conn.execute("SELECT sid, run, story_id, model, prompt_sha256, prompt, text, judge, verdicts "
+                        "FROM stories ORDER BY position").fetchall()
+    return {r["sid"]: {**dict(r), "judge": json.loads(r["judge"]), "verdicts": json.loads(r["verdicts"])} for r in rows}
+
+
+def _by_story(conn: sqlite3.Connection) -> dict[str, dict[str, dict[str, int]]]:
+    """aspect -> story -> rater -> current value."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for row in store.current(conn):
+        out.setdefault(row["aspect"], {}).setdefault(row["sid"], {})[row["rater"]] = row["value"]
+    return out
+
+
+def _labels(meta: dict, by_story: dict, good_at: float) -> dict[str, int]:
+    """story -> human label (1 good / excellent, 0 not), for the stories that have one."""
+    if meta["mode"] == "verdict":
+        labels = {}
+        for sid, votes in by_story.get(meta["aspects"][0], {}).items():
+            yes = sum(votes.values())
+            if 2 * yes != len(votes):  # a tie is no label
+                labels[sid] = int(2 * yes > len(votes))
+        return labels
+    means: dict[str, list[float]] = {}
+    for aspect in meta["aspects"]:
+        for sid, votes in by_story.get(aspect, {}).items():
+            means.setdefault(sid, []).append(statistics.fmean(votes.values()))
+    return {sid: int(statistics.fmean(v) >= good_at) for sid, v in means.items() if len(v) == len(meta["aspects"])}
+
+
+def _write_csv(path: Path, meta: dict, stories: dict, by_story: dict) -> int:
+    """ratings.csv; returns how many (story, aspect) consensus values had no judge score."""
+    unjudged = 0
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(CSV_COLUMNS)
+        for aspect in meta["aspects"]:
+            for sid, votes in by_story.get(aspect, {}).items():
+                s, judge = stories[sid], stories[sid]["judge"].get(aspect)
+                if judge is None:
+                    unjudged += 1
+                    continue
+                values = list(votes.values())
+                std = statistics.stdev(values) if len(values) > 1 else ""
+                writer.writerow([sid, aspect, statistics.fmean(values), judge, len(values), std, s["run"],
+                                 s["story_id"], s["model"], s["prompt_sha256"]])
+    return unjudged
+
+
+def _aspect_table(meta: dict, by_story: dict, csv_path: Path | None) -> dict[str, dict]:
+    distance = interval if meta["mode"] == "likert" else nominal
+    aligned = {}
+    if csv_path is not None:
+        try:
+            aligned = alignment_table(read_ratings(csv_path))
+        except UsageError as exc:  # fewer than 2 judged stories: the rest of the table still stands
+            aligned, note = {}, str(exc)
+        else:
+            note = None
+    out = {}
+    for aspect in meta["aspects"]:
+        votes = by_story.get(aspect, {})
+        consensus = [statistics.fmean(v.values()) for v in votes.values()]
+        row = {"alpha": krippendorff_alpha([list(v.values()) for v in votes.values()], distance),
+               "human_mean": statistics.fmean(consensus) if consensus else math.nan,
+               "human_std": statistics.stdev(consensus) if len(consensus) > 1 else math.nan,
+               "n_stories": len(consensus)}
+        if aspect in aligned:
+            row.update(asdict(aligned[aspect]))
+        elif csv_path is not None:
+            row["alignment"] = note or "no judged story"
+        out[aspect] = row
+    return out
+
+
+def _history(conn: sqlite3.Connection, path: Path, stories: dict) -> None:
+    with open(path, "w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(("id", "time", "rater", "story_id", "source_story_id", "aspect", "value", "submission"))
+        for r in conn.execute("SELECT id, created, rater, sid, aspect, value, submission FROM ratings ORDER BY id"):
+            writer.writerow((r["id"], r["created"], r["rater"], r["sid"], stories[r["sid"]]["story_id"], r["aspect"],
+                             r["value"], r["submission"]))
+
+
+def export(db: str | Path, out: str | Path, good_at: float = 4.0) -> dict:
+    """Write the study's exports into `out` and return the agreement report (agreement.json)."""
+    if not Path(db).is_file():
+        raise UsageError(f"no rating database at {db}")
+    conn = store.open_db(db)
+    try:
+        meta = store.get_meta(conn)
+        if not meta:
+            raise UsageError(f"{db} holds no study")
+        stories, by_story = _stories(conn), _by_story(conn)
+        out = Path(out)
+        out.mkdir(parents=True, exist_ok=True)
+        csv_path = out / "ratings.csv" if meta["mode"] == "likert" else None
+        unjudged = _write_csv(csv_path, meta, stories, by_story) if csv_path else 0
+        labels = _labels(meta, by_story, good_at)
+        _write_labelled(out / "labelled.jsonl", stories, labels)
+        _history(conn, out / "history.csv", stories)
+        rates, absent = verdict_agreement(labels, {sid: s["verdicts"] for sid, s in stories.items()}, AUTO_VERDICTS)
+        raters = {r["name"]: 0 for r in conn.execute("SELECT name FROM raters ORDER BY created, name")}
+        for sid_votes in by_story.get(meta["aspects"][0], {}).values():
+            for rater in sid_votes:
+                raters[rater] += 1
+        report = {"mode": meta["mode"], "n_stories": len(stories), "raters": raters, "unjudged": unjudged,
+                  "labels": {"good": sum(labels.values()), "bad": len(labels) - sum(labels.values()),
+                             "rule": "majority verdict, ties left out" if meta["mode"] == "verdict"
+                             else f"consensus averaged over aspects >= {good_at}"},
+                  "aspects": _aspect_table(meta, by_story, csv_path),
+                  "verdict_agreement": rates, "absent_verdicts": absent}
+    finally:
+        conn.close()
+    (out / "agreement.json").write_text(json.dumps(_finite(report), indent=2) + "\n", encoding="utf-8")
+    (out / "table4.md").write_text(table_markdown(report), encoding="utf-8")
+    return report
+
+
+def _write_labelled(path: Path, stories: dict, labels: dict[str, int]) -> None:
+    with open(path, "w", encoding="utf-8") as fh:
+        for sid, label in labels.items():
+            s = stories[sid]
+            fh.write(json.dumps({"id": sid, "prompt": s["prompt"], "response": s["text"], "label": label,
+                                 "story_id": s["story_id"], "run": s["run"], "model": s["model"],
+                                 "prompt_sha256": s["prompt_sha256"], "group": s["prompt_sha256"]}) + "\n")
+
+
+def _finite(value):
+    """NaN (undefined statistics) as JSON null."""
+    if isinstance(value, float) and math.isnan(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    return [_finite(v) for v in value] if isinstance(value, list) else value
+
+
+def table_markdown(report: dict) -> str:
+    """Table 4 of LLM Review per aspect, then the agreement rates with automatic verdicts."""
+    f = lambda x, d=3: "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"  # noqa: E731
+    lines = [f"# Human ratings ({report['mode']}): {report['n_stories']} stories, {len(report['raters'])} raters", "",
+             "| aspect | stories | human mean ± std | Krippendorff's alpha | ICC(A,1) | bias | 95% LoA | Pearson r |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for aspect, a in report["aspects"].items():
+        loa = f"[{f(a['loa_low'])}, {f(a['loa_high'])}]" if "loa_low" in a else "n/a"
+        lines.append(f"| {aspect} | {a['n_stories']} | {f(a['human_mean'], 2)} ± {f(a['human_std'], 2)} | "
+                     f"{f(a['alpha'])} | {f(a.get('icc_a1'))} | {f(a.get('bias'))} | {loa} | {f(a.get('pearson_r'))} |")
+    lines += ["", f"Human labels: {report['labels']['good']} good, {report['labels']['bad']} not "
+                  f"({report['labels']['rule']})."]
+    for key, r in report["verdict_agreement"].items():
+        lines.append(f"- agreement with {r['name']} (`{key}`): {r['rate']:.3f} over {r['n']} stories")
+    lines += [f"- absent: {line}" for line in report["absent_verdicts"]]
+    return "\n".join(lines) + "\n"

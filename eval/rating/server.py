@@ -1,0 +1,174 @@
+"""The rating server: the standard library's threading HTTP server over the study's database.
+
+Two routes, both behind a rater's token (the capability in their link; there are no accounts):
+
+    GET  /r/<token>        the rater's page: their queue, in their order, with their ratings
+    POST /r/<token>/rate   {"story": id, "submission": id, "ratings": {aspect: value}} -> JSON
+
+Every request is checked completely before anything is written, and refused with a status that
+says why and a one-line JSON `error`: 401 no token, 403 a token that is not a rater's (or a
+request from another origin), 404 a story outside the rater's queue or an unknown path, 405 a
+wrong method, 411/413 a body without a length or over `MAX_BODY`, 415 not JSON, 400 a body that
+is not the object above, 422 an aspect or a score outside the study's, 409 a submission id
+reused with other content. A refused request leaves the database as it was. Each request opens
+its own connection; SQLite serialises the writers (`eval.rating.store`).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+from eval.rating import store
+from eval.rating.page import content_security_policy, render_page
+from eval.rating.study import rater_page_data
+
+log = logging.getLogger(__name__)
+
+MAX_BODY = 16 * 1024  # bytes: a submission is a few hundred
+ROUTE = re.compile(r"^/r/(?P<token>[^/]*)(?P<rate>/rate)?/?$")
+TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
+SUBMISSION = re.compile(r"^[A-Za-z0-9-]{8,64}$")
+SECURITY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
+                    "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+
+
+class Refused(Exception):
+    """A request refused with an HTTP status and a message; nothing was written."""
+
+    def __init__(self, status: HTTPStatus, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+class RatingServer(ThreadingHTTPServer):
+    daemon_threads = True
+
+    def __init__(self, address: tuple[str, int], db: str | Path, meta: dict):
+        self.db, self.meta = str(db), meta
+        super().__init__(address, Handler)
+
+
+class Handler(BaseHTTPRequestHandler):
+    server: RatingServer
+    protocol_version = "HTTP/1.1"
+
+    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+        self._handle(self._page)
+
+    def do_POST(self) -> None:  # noqa: N802
+        self._handle(self._rate)
+
+    def do_PUT(self) -> None:  # noqa: N802
+        self._handle(lambda: self._refuse_method())
+
+    do_DELETE = do_PATCH = do_OPTIONS = do_PUT
+
+    def _refuse_method(self) -> None:
+        raise Refused(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} is not allowed here")
+
+    def _handle(self, action) -> None:
+        try:
+            action()
+        except Refused as exc:
+            self.close_connection = True  # an unread body must not be taken for the next request
+            try:
+                self._send(exc.status, json.dumps({"error": str(exc)}).encode(), "application/json")
+            except (BrokenPipeError, ConnectionResetError):  # the client left without reading the refusal
+                pass
+
+    def _rater(self, want_rate: bool) -> str:
+        match = ROUTE.match(self.path.split("?", 1)[0])
+        if not match:
+            raise Refused(HTTPStatus.NOT_FOUND, "no such page: open the link you were given")
+        if bool(match["rate"]) != want_rate:
+            self._refuse_method()
+        token = match["token"]
+        if not token:
+            raise Refused(HTTPStatus.UNAUTHORIZED, "missing token: open the link you were given")
+        origin = self.headers.get("Origin")
+        if origin and origin != f"http://{self.headers.get('Host')}":
+            raise Refused(HTTPStatus.FORBIDDEN, "request from another origin")
+        conn = store.connect(self.server.db)
+        try:
+            rater = store.rater_by_token(conn, token) if TOKEN.match(token) else None
+        finally:
+            conn.close()
+        if rater is None:
+            raise Refused(HTTPStatus.FORBIDDEN, "unknown token: this link is not a rater's")
+        return rater
+
+    def _page(self) -> None:
+        rater = self._rater(want_rate=False)
+        conn = store.connect(self.server.db)
+        try:
+            body = render_page(rater_page_data(conn, self.server.meta, rater)).encode("utf-8")
+        finally:
+            conn.close()
+        self._send(HTTPStatus.OK, body, "text/html; charset=utf-8",
+                   {"Content-Security-Policy": content_security_policy()})
+
+    def _rate(self) -> None:
+        rater = self._rater(want_rate=True)
+        payload = self._json_body()
+        sid, submission, values = self._validate(payload)
+        conn = store.connect(self.server.db)
+        try:
+            if not store.in_queue(conn, rater, sid):
+                raise Refused(HTTPStatus.NOT_FOUND, f"story {sid!r} is not in your study")
+            try:
+                done = store.submit(conn, rater, sid, submission, values, len(self.server.meta["aspects"]))
+            except store.Conflict as exc:
+                raise Refused(HTTPStatus.CONFLICT, str(exc)) from None
+        finally:
+            conn.close()
+        body = {"saved": True, "replayed": done.replayed, "rated": done.rated, "total": done.total}
+        self._send(HTTPStatus.OK, json.dumps(body).encode(), "application/json")
+
+    def _json_body(self) -> object:
+        if self.headers.get_content_type() != "application/json":
+            raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send the rating as application/json")
+        length = self.headers.get("Content-Length")
+        if length is None or not length.isdigit():
+            raise Refused(HTTPStatus.LENGTH_REQUIRED, "a Content-Length is required")
+        if int(length) > MAX_BODY:
+            raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY} bytes")
+        try:
+            return json.loads(self.rfile.read(int(length)).decode("utf-8"))
+        except (UnicodeDecodeError, ValueError):
+            raise Refused(HTTPStatus.BAD_REQUEST, "the body is not JSON") from None
+
+    def _validate(self, payload: object) -> tuple[str, str, dict[str, int]]:
+        """(story, submission, {aspect: value}) of a well-formed rating of every aspect, in range."""
+        if not isinstance(payload, dict) or set(payload) != {"story", "submission", "ratings"}:
+            raise Refused(HTTPStatus.BAD_REQUEST, "expected an object with story, submission and ratings")
+        sid, submission, values = payload["story"], payload["submission"], payload["ratings"]
+        if not isinstance(sid, str) or not isinstance(submission, str) or not SUBMISSION.match(submission):
+            raise Refused(HTTPStatus.BAD_REQUEST, "story must be a text and submission 8-64 letters, digits or '-'")
+        meta = self.server.meta
+        if not isinstance(values, dict) or set(values) != set(meta["aspects"]):
+            raise Refused(HTTPStatus.UNPROCESSABLE_ENTITY, f"rate exactly these aspects: {', '.join(meta['aspects'])}")
+        low, high = meta["scale"]
+        for aspect, value in values.items():
+            if type(value) is not int or not low <= value <= high:
+                raise Refused(HTTPStatus.UNPROCESSABLE_ENTITY,
+                              f"{aspect}: a score is a whole number from {low} to {high}, got {value!r}")
+        return sid, submission, values
+
+    def _send(self, status: HTTPStatus, body: bytes, content_type: str, headers: dict | None = None) -> None:
+        self.send_response(status)
+        for key, value in {**SECURITY_HEADERS, "Content-Type": content_type, "Content-Length": str(len(body)),
+                           **(headers or {})}.items():
+            self.send_header(key, value)
+        if self.close_connection:
+            self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, format: str, *args) -> None:  # noqa: A002 - the standard library's signature
+        # Tokens are capabilities: the log never shows one.
+        log.info("%s %s", self.address_string(), re.sub(r"/r/[^/ ]+", "/r/<token>", format % args))

@@ -1,0 +1,30 @@
+"""Content hashes of the files a score is made from (a reward model's weights, a principles file),
+so provenance names what a signal *is*, not where it was: a model retrained into the same
+directory gets another hash. The flows' step keys (`train/steps.py`) use the same function."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+SKIPPED = {"step.json", "manifest.json"}  # records of when and how a step ran, not of what it made
+
+
+def content_hash(*paths: str | Path) -> str:
+    """sha256 over the contents of files and (recursively, in name order) directories, with their
+    relative names; step records, manifests and `checkpoint-*` folders are left out. A missing
+    path hashes as missing."""
+    h = hashlib.sha256()
+    for path in map(Path, paths):
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+        for file in files:
+            if file.name in SKIPPED or any(part.startswith("checkpoint-") for part in file.parts):
+                continue
+            h.update(str(file.relative_to(path) if path.is_dir() else file.name).encode() + b"\0")
+            if not file.is_file():
+                h.update(b"missing\0")
+                continue
+            with file.open("rb") as f:
+                for block in iter(lambda: f.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest()

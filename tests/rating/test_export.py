@@ -1,0 +1,100 @@
+"""The export against hand computations: Krippendorff's alpha (the published worked example and a
+small study), the consensus CSV as `eval.alignment` reads it, Table 4's numbers, the labels the
+principle optimisation and the curation accept, and the agreement rates with automatic verdicts."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+
+from eval.alignment import alignment_table, read_ratings
+from eval.rating import store
+from eval.rating.agreement import interval, krippendorff_alpha, nominal
+from eval.rating.export import export
+from eval.rating.study import add_raters, open_study
+from generate.common.errors import UsageError
+from rewards.curation.data import load_candidates
+from rewards.principles.data import load_labelled
+from tests.rating.conftest import ASPECTS, write_study_runs
+
+
+def test_alpha_matches_krippendorff_s_worked_example():
+    # Krippendorff (2011), "Computing Krippendorff's alpha-reliability": 4 observers, 12 units,
+    # missing values; published alpha: nominal 0.743, interval 0.849.
+    rows = ["1 2 3 3 2 1 4 1 2 . . .", "1 2 3 3 2 2 4 1 2 5 . 3", ". 3 3 3 2 3 4 2 2 5 1 .", "1 2 3 3 2 4 4 1 2 5 1 ."]
+    table = [r.split() for r in rows]
+    units = [[int(r[i]) for r in table if r[i] != "."] for i in range(12)]
+    assert krippendorff_alpha(units, nominal) == pytest.approx(0.743, abs=5e-4)
+    assert krippendorff_alpha(units, interval) == pytest.approx(0.849, abs=5e-4)
+    assert math.isnan(krippendorff_alpha([[3, 3], [3]], interval))  # nothing to disagree about
+
+
+def rate(db, raters: dict[str, dict[str, int]], aspects):
+    """raters: name -> {prompt id: value}, the same value on every aspect."""
+    conn = store.connect(db)
+    sid = {r["story_id"].split("/")[1]: r["sid"] for r in conn.execute("SELECT sid, story_id FROM stories")}
+    for name, values in raters.items():
+        for prompt, value in values.items():
+            store.submit(conn, name, sid[prompt], f"{name}-{prompt}-1", {a: value for a in aspects}, len(aspects))
+    conn.close()
+    return sid
+
+
+def test_likert_export_feeds_alignment_with_the_hand_computed_numbers(tmp_path):
+    db = tmp_path / "r.sqlite"
+    conn, meta = open_study(db, write_study_runs(tmp_path / "runs"), "likert", seed=3)
+    add_raters(conn, meta, ["ann", "bob", "cat"])
+    conn.close()
+    rate(db, {"ann": {"voice-01": 1, "robot-01": 4, "mars-01": 3}, "bob": {"voice-01": 2, "robot-01": 4, "mars-01": 2},
+              "cat": {"voice-01": 3}}, ASPECTS)
+    report = export(db, tmp_path / "out")
+    # concepts: human consensus h = (2, 4, 2.5), judge s = (1, 5, 3)
+    table = alignment_table(read_ratings(tmp_path / "out" / "ratings.csv"))
+    c = table["concepts"]
+    assert c.n == 3
+    assert c.bias == pytest.approx(0.5 / 3)                       # mean of s - h = (-1, 1, 0.5)
+    sd = math.sqrt(((-1 - 1 / 6) ** 2 + (1 - 1 / 6) ** 2 + (0.5 - 1 / 6) ** 2) / 2)
+    assert (c.loa_low, c.loa_high) == pytest.approx((1 / 6 - 1.96 * sd, 1 / 6 + 1.96 * sd))
+    assert c.pearson_r == pytest.approx(4 / math.sqrt(13 / 6 * 8))  # sum hc*sc = 4, sum hc^2 = 13/6, sum sc^2 = 8
+    # two-way ANOVA of rows (2,1), (4,5), (2.5,3): MS_R = 4.541667, MS_C = 1/24, MS_E = 13/24
+    assert c.icc_a1 == pytest.approx((109 / 24 - 13 / 24) / (109 / 24 + 1 / 3 * 13 / 24 + 2 / 3 * 1 / 24))
+    a = report["aspects"]["concepts"]
+    assert a["alpha"] == pytest.approx(7 / 13)  # D_o = 8/7, D_e = 104/42
+    assert a["human_mean"] == pytest.approx(8.5 / 3) and a["human_std"] == pytest.approx(sd)
+    assert a["icc_a1"] == pytest.approx(c.icc_a1) and a["n_stories"] == 3
+    assert report["raters"] == {"ann": 3, "bob": 3, "cat": 1}
+    # labels: consensus over aspects >= 4 is good: only robot-01; the principle judge said voice 0, robot 1, mars 1
+    assert report["verdict_agreement"]["principle_good"] == {"name": "principle judge (adversarial framework)",
+                                                             "rate": pytest.approx(2 / 3), "n": 3}
+    assert [line.split()[0] for line in report["absent_verdicts"]] == ["curation_good", "rm_good"]
+    labelled = load_labelled(tmp_path / "out" / "labelled.jsonl")
+    assert sorted(e.label for e in labelled) == [0, 0, 1]
+    assert {e.response: e.label for e in labelled}["The robot painted a grey sea."] == 1
+    assert {c.label for c in load_candidates([str(tmp_path / "out" / "labelled.jsonl")])} == {0, 1}
+    md = (tmp_path / "out" / "table4.md").read_text()
+    assert "| concepts | 3 | 2.83 ± 1.04 | 0.538 | 0.842 | 0.167 |" in md
+    assert json.loads((tmp_path / "out" / "agreement.json").read_text())["aspects"]["logic"]["n"] == 3
+
+
+def test_verdict_export_takes_the_majority_and_nominal_alpha(tmp_path):
+    db = tmp_path / "r.sqlite"
+    conn, meta = open_study(db, write_study_runs(tmp_path / "runs"), "verdict", seed=3)
+    add_raters(conn, meta, ["ann", "bob"])
+    conn.close()
+    rate(db, {"ann": {"voice-01": 1, "robot-01": 1, "mars-01": 0}, "bob": {"voice-01": 1, "robot-01": 0, "mars-01": 0}},
+         ["excellent"])
+    report = export(db, tmp_path / "out")
+    assert not (tmp_path / "out" / "ratings.csv").exists()
+    assert report["aspects"]["excellent"]["alpha"] == pytest.approx(4 / 9)  # D_o = 2/6, D_e = 18/30
+    assert report["labels"]["good"] == 1 and report["labels"]["bad"] == 1  # robot-01 is a tie: no label
+    # principle judge: voice 0 (human 1), mars 1 (human 0): agrees on neither
+    assert report["verdict_agreement"]["principle_good"]["rate"] == 0.0
+    assert report["verdict_agreement"]["principle_good"]["n"] == 2
+
+
+def test_export_of_a_missing_database_is_an_error(tmp_path):
+    with pytest.raises(UsageError, match="no rating database"):
+        export(tmp_path / "none.sqlite", tmp_path / "out")
+    assert not (tmp_path / "none.sqlite").exists()
