@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -44,6 +45,19 @@ def until_done(main, argv: list[str], capsys) -> list[tuple[int, str]]:
     return runs
 
 
+def clean_then_flaky(flaky, main, argv, clean: Path, out: Path, seed: int, capsys) -> list[tuple[int, str]]:
+    """The command once through a fault-free proxy into `clean` (the reference), then re-run through
+    the flaky one into `out` until it exits 0: that run's [(exit code, last line)], which must end
+    in 0 after at least one failed invocation (else the schedule tests no recovery)."""
+    with flaky(None) as clean_proxy:
+        assert until_done(main, argv(clean, clean_proxy.base_url), capsys)[-1][0] == 0
+    with flaky(seed) as proxy:
+        runs = until_done(main, argv(out, proxy.base_url), capsys)
+    assert runs[-1][0] == 0, runs
+    assert len(runs) > 1, "nothing gave up: the schedule does not test recovery"
+    return runs
+
+
 def journal_keys(path) -> list[str]:
     return [row["key"] for row in read_jsonl(path)]
 
@@ -73,12 +87,7 @@ def review_argv(out, base_url: str) -> list[str]:
 def test_generate_review_converges_under_two_of_three_failing(flaky, tmp_path, capsys):
     from generate.cli import main
 
-    with flaky(None) as clean_proxy:
-        assert until_done(main, review_argv(tmp_path / "clean", clean_proxy.base_url), capsys)[-1][0] == 0
-    with flaky(3) as proxy:
-        runs = until_done(main, review_argv(tmp_path / "run", proxy.base_url), capsys)
-    assert runs[-1][0] == 0, runs
-    assert len(runs) > 1, "no call gave up: the schedule does not test recovery"
+    runs = clean_then_flaky(flaky, main, review_argv, tmp_path / "clean", tmp_path / "run", 3, capsys)
     for code, last in runs[:-1]:  # every run with prompts left says how many prompts and calls
         assert code == 1 and re.search(r"\d+ prompt\(s\) left to retry .* with \d+ call\(s\) left", last), last
     out, clean = tmp_path / "run", tmp_path / "clean"
@@ -100,12 +109,7 @@ def test_eval_converges_under_two_of_three_failing(flaky, fault_data, tmp_path, 
                 "--rubric", str(RUBRIC), "--no-surprisal", "--reference-dir", str(fault_data["corpus"]),
                 "--chunk-stories", "1", "--base-url", base_url, "--concurrency", "1", "--out", str(out)]
 
-    with flaky(None) as clean_proxy:
-        assert until_done(main, argv(tmp_path / "clean", clean_proxy.base_url), capsys)[-1][0] == 0
-    with flaky(8) as proxy:
-        runs = until_done(main, argv(tmp_path / "eval", proxy.base_url), capsys)
-    assert runs[-1][0] == 0, runs
-    assert len(runs) > 1, "no judge call gave up: the schedule does not test recovery"
+    runs = clean_then_flaky(flaky, main, argv, tmp_path / "clean", tmp_path / "eval", 8, capsys)
     for code, last in runs[:-1]:
         assert code == 1 and re.search(r"\d+ stor\(ies\) left to score", last), last
     scores = {r["story_id"]: r for r in read_jsonl(tmp_path / "eval" / "scores.jsonl")}
@@ -123,12 +127,7 @@ def test_benchmark_converges_under_two_of_three_failing(flaky, fault_data, tmp_p
                 "review", "--limit", "2", "--max-new-tokens", "16", "--reference-dir", str(fault_data["corpus"]),
                 "--out", str(out)]
 
-    with flaky(None) as clean_proxy:
-        assert until_done(main, argv(tmp_path / "clean", clean_proxy.base_url), capsys)[-1][0] == 0
-    with flaky(7) as proxy:
-        runs = until_done(main, argv(tmp_path / "bench", proxy.base_url), capsys)
-    assert runs[-1][0] == 0, runs
-    assert len(runs) > 1, "nothing gave up: the schedule does not test recovery"
+    runs = clean_then_flaky(flaky, main, argv, tmp_path / "clean", tmp_path / "bench", 7, capsys)
     for code, last in runs[:-1]:  # what is left, never a usage error (exit 2)
         assert code == 1 and re.search(r"prompt\(s\) left|stor\(ies\) left to score", last), last
     for name in ("single", "review"):
