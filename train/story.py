@@ -53,6 +53,8 @@ from generate.common.paths import REPO_ROOT
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 from train import signals as signal_steps
 from train.launch import accelerate_command
+from train.length_gap import length_gap, render_length_gap
+from train.model import resolve_model_path
 from train.split import Split, load_split, split_tasks
 from train.steps import Step, content_hash
 
@@ -307,6 +309,15 @@ class Story:
             out[name] = f"{name} [{'; '.join(tags)}]" if tags else name
         return out
 
+    def length_gap(self) -> dict:
+        """The learned signals' length gap (`train/length_gap.py`), in the base writer's tokens."""
+        from transformers import AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(resolve_model_path(BASE))
+        learned = {s: (self.out / f"grpo_{s}", REPO_ROOT / SIGNALS[s], self.out / f"tuned_{s}" / "stories.jsonl")
+                   for s in self.cfg.signals if s != "composite"}
+        return length_gap(self.out, learned, lambda t: len(tokenizer(t, add_special_tokens=False)["input_ids"]))
+
     def report(self, prompts: list[Task], signals: bool) -> None:
         """The comparisons, the viewer and story.json (whose seconds add up over resumed invocations)."""
         cfg, out, runs = self.cfg, self.out, self.runs
@@ -323,13 +334,17 @@ class Story:
                 for words in [{t["story_id"]: len(t.get("text", "").split()) for t in run.stories or []}]
                 for row in run.scores]
         confounds = confound_table(rows) if signals else None
+        gap = self.length_gap() if signals else None
         path = out / "story.json"
         previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}
         seconds = {k: previous.get(k, 0.0) + self.timings.get(k, 0.0) for k in {**previous, **self.timings}}
         story = {"config": asdict(cfg), "eval_prompts": [t.id for t in prompts], "seconds": seconds,
-                 "excellence": excellence, "confounds": confounds, "labels": labels}
+                 "excellence": excellence, "confounds": confounds, "length_gap": gap, "labels": labels}
         path.write_text(json.dumps(story, indent=2) + "\n")
         if confounds:
             log.info("signals' correlation with length and novelty over %d stories:\n%s", len(rows),
                      render_confounds(confounds))
+        if gap:
+            log.info("lengths each learned signal was fitted on, graded in GRPO and evaluated on (tokens):\n%s",
+                     render_length_gap(gap))
         log.info("report: %s (%.0f s this invocation)", out / "compare" / "comparison.md", sum(self.timings.values()))

@@ -111,6 +111,11 @@ class Backend(abc.ABC):
         """What the manifest records about this backend (never credentials)."""
         return {"backend": type(self).__name__, "model": self.model}
 
+    def batch_limit(self, request: ChatRequest) -> int:
+        """Requests like this one (same decoding settings) per `generate` call: `batch_size`,
+        unless the engine batches such requests by its own measure (the hf backend's static path)."""
+        return self.batch_size
+
     def counters(self) -> dict[str, int]:
         """Running totals of the engine's own work that a run reports per phase (e.g. prompt tokens
         taken from a prefix cache); none by default."""

@@ -171,9 +171,9 @@ class Model:
         groups: dict[tuple, list[int]] = defaultdict(list)
         for i, r in enumerate(requests):
             groups[(r.params, r.logprobs, r.prefill is not None)].append(i)
-        size = max(1, self.backend.batch_size)
         chunks = []
         for (params, _, _), idx in groups.items():
+            size = max(1, self.backend.batch_limit(requests[idx[0]]))
             if params.temperature <= 0:
                 idx.sort(key=lambda i: [m["content"] for m in requests[i].messages])
             else:

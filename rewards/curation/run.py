@@ -7,10 +7,11 @@ seed and the call's place, so a re-run rebuilds identical requests and replays e
 call; finished responses (in `judgments.jsonl`) are skipped; a killed run loses only the calls in
 flight. A response whose agent output stays unusable goes to `failed.jsonl` with its reason and the
 command exits 1; a re-run retries it keeping what succeeded (`generate.journal.FailureLog`): after
-an unusable output (deterministic) with fresh seeds, drawn from its number of such failures;
-after a call whose retries ran out (transient) with the same seeds, so every finished call is
-replayed and only the failed one asked again. A response whose request the backend refused (over
-the context) failed for good and is not retried.
+an unusable output (deterministic) only the calls whose output stayed unusable get fresh seeds,
+drawn from their number of such failures; after a call whose retries ran out (transient) every
+seed stays. Either way every finished call is replayed and only the failed ones are asked again.
+A response whose request the backend refused (over the context), or whose greedy logprob verdict
+had no digit, failed for good and is not retried.
 `preferences.jsonl` and the manifest's `counts` are rebuilt from `judgments.jsonl` at the end of
 every run. Resuming follows `generate.common.resumable`: other settings, curation prompts, backend
 numerics or retrieval sources are refused; the manifest's `progress` follows every chunk.
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -146,12 +148,14 @@ class Curator:
         log.info("curation: %d judged, %d pairs -> %s", len(judgments), len(pairs), path)
         retry = {k: why for k, why in self.failed.items() if k not in self.final}
         final.update(self.final)
-        if retry or final:
+        gone = (f"{len(final)} response(s) failed for good and are in no pair (a refused request, or a greedy "
+                "verdict with no digit: asking again gives the same reply)") if final else ""
+        if retry:
             left = [f"{len(retry)} response(s) left to retry; re-run the same command: it replays the finished calls "
-                    "and asks only the rest"] if retry else []
-            if final:
-                left.append(f"{len(final)} response(s) failed for good, not retried (the backend refused a request)")
+                    "and asks only the rest", *([gone] if gone else [])]
             raise PartialFailure(f"{'; '.join(left)} (reasons in {failed_path})")
+        if gone:  # nothing a re-run could change: the pairs stand, the loss is stated (as eval's final misses)
+            log.warning("curation: %s (reasons in %s)", gone, failed_path)
         return path
 
     def _curate(self, run: Resumable, todo: list[Candidate], failures: FailureLog) -> None:
@@ -189,10 +193,9 @@ class Curator:
                    journal: Journal, log_: FailureLog) -> tuple[list[dict], list[dict]]:
         t0 = time.perf_counter()
         words = self.cfg.exemplar_words
-        # A response's seeds are new only after a deterministic failure (an unusable output).
-        attempts = {c.key: log_.call_attempt(c.key, "response") for c in chunk}
-        gens = {c.key: curate(c.key, c.prompt, c.text, render_examples(self.prompts, examples.get(c.prompt_sha256, []),
-                                                                       words), self.prompts, settings, attempts[c.key])
+        gens = {c.key: curate(c.key, c.prompt, c.text,
+                              render_examples(self.prompts, examples.get(c.prompt_sha256, []), words),
+                              self.prompts, settings, _attempts(log_, c.key))
                 for c in chunk}
         gave: set[str] = set()  # errors of calls whose retries ran out: transient
 
@@ -210,11 +213,14 @@ class Curator:
                     "prompt_sha256": c.prompt_sha256, "aspect": c.aspect, "framework": c.framework}
             cost = {"usage": dict(usage[c.key]), "seconds": seconds}
             if result.pop("status") == "failed":
-                cause = _cause(result["reason"], gave)
-                (self.final if cause == "refused" else self.failed)[c.key] = result["reason"]
+                reseed = result.pop("reseed")
+                cause = _cause(result["reason"], gave, greedy=self.cfg.verdict == "logprob"
+                               and result["phase"] in ("judge", "reflect"))
+                final = cause in ("refused", "greedy")
+                (self.final if final else self.failed)[c.key] = result["reason"]
                 failures.append({**meta, "attempt": log_.attempt(c.key), **result, **cost,
                                  "cause": "transient" if cause == "transient" else "deterministic",
-                                 "final": cause == "refused", "reseed": [["response"]] * (cause == "unusable"),
+                                 "final": final, "reseed": reseed if cause == "unusable" else [],
                                  "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
                 log.warning("%s: curation failed (%s): %s", c.story_id, cause, result["reason"])
                 continue
@@ -229,12 +235,21 @@ class Curator:
                        extra={"retrieval": index, "counts": None,
                               "backend": self._model.backend.describe() if self._model else None})
 
-def _cause(reason: str, gave: set[str]) -> str:
+def _attempts(log_: FailureLog, key: str) -> Callable[[str, str], int]:
+    """A call's seed is new only after its own output stayed unusable (deterministic); journals
+    whose failures named the whole response (`["response"]`) reseed every call of it."""
+    return lambda agent, view: log_.call_attempt(key, "response") + log_.call_attempt(key, agent, view)
+
+
+def _cause(reason: str, gave: set[str], greedy: bool) -> str:
     """Why a response failed: `transient` (a call's retries ran out: same seeds next time),
-    `refused` (the backend refused a request: final) or `unusable` (new seeds next time)."""
+    `refused` (the backend refused a request: final), `greedy` (a logprob verdict, read greedily,
+    had no digit: any seed gives the same reply, so final) or `unusable` (new seeds next time)."""
     if any(f"request refused: {error}" in reason for error in gave):
         return "transient"
-    return "refused" if "request refused: " in reason else "unusable"
+    if "request refused: " in reason:
+        return "refused"
+    return "greedy" if greedy else "unusable"
 
 
 def _counts(candidates: list[Candidate], judgments: list[dict], pairs: list[dict], failed: dict) -> dict:

@@ -11,7 +11,8 @@ from generate.common.jsonl import read_jsonl
 from generate.journal import request_key
 from rewards.curate import main
 from rewards.curation import CurateConfig, Curator
-from tests.curation.fakes import CurationBackend, model_of
+from generate.backends.base import Completion, TokenLogprob
+from tests.curation.fakes import GOOD_DIGIT, CurationBackend, model_of, story_of
 from tests.curation.test_retrieval_and_pairs import story, write_jsonl
 from tests.embedders import CountingEmbedder
 
@@ -98,8 +99,44 @@ def test_a_failed_response_is_recorded_and_retried_with_new_seeds(files):
     curator, fixed = curate(files)
     curator.run()
     assert len(judgments(out)) == 6 and len(list(read_jsonl(out / "failed.jsonl"))) == 1
-    old_seeds = {r.seed for r in broken.requests if "Waves" in r.messages[0]["content"]}
-    assert not old_seeds & {r.seed for r in fixed.requests}
+    # Only the call whose output stayed unusable is asked with new seeds: the positive list that
+    # finished is replayed from the journal, not asked again.
+    asked = [r for r in fixed.requests if "Waves" in r.messages[0]["content"]]
+    old = [r for r in broken.requests if "Waves" in r.messages[0]["content"]]
+    debate = lambda requests, word: {r.seed for r in requests if word in r.messages[0]["content"]  # noqa: E731
+                                     and r.prefill == "1."}
+    assert debate(old, "strength") and not debate(asked, "strength")
+    assert debate(asked, "weakness") and not debate(asked, "weakness") & debate(old, "weakness")
+    assert failure["reseed"] == [["negative", "single"]]
+
+
+class DigitlessJudge(CurationBackend):
+    """The judge answers one story's verdicts with no digit among its top alternatives, as the
+    135M model does now and then after a prefilled "Score:"."""
+
+    def answer(self, r):
+        reply = super().answer(r)
+        if "Waves" in story_of(r) and GOOD_DIGIT.search(r.messages[-1]["content"]):
+            words = {" The": -0.2, " story": -1.9}
+            return Completion(text=" The", prompt_tokens=50, completion_tokens=2,
+                              logprobs=[TokenLogprob(" ", -0.01, words), TokenLogprob(" The", -0.2, words)])
+        return reply
+
+
+def test_a_greedy_verdict_without_a_digit_fails_for_good_and_the_pairs_stand(files, caplog):
+    """A logprob verdict is read greedily: new seeds would give the same digitless reply, so the
+    response fails for good at once (it used to be retried forever, and `review-lab signals` stopped
+    at its curation step); the pairs of the judged responses stand, the loss is stated."""
+    curator, _ = curate(files, DigitlessJudge())
+    prefs = curator.run()  # no PartialFailure: nothing a re-run could change
+    out = prefs.parent
+    (failure,) = read_jsonl(out / "failed.jsonl")
+    assert failure["final"] and failure["cause"] == "deterministic" and failure["phase"] == "judge"
+    assert "failed for good and are in no pair" in caplog.text and len(judgments(out)) == 5
+    assert len(list(read_jsonl(prefs))) == 3
+    curator, again = curate(files, DigitlessJudge())
+    curator.run()
+    assert again.requests == []  # judged ones skipped, the final one not retried
 
 
 def test_resuming_with_other_settings_is_refused(files):

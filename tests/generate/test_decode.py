@@ -245,3 +245,21 @@ def test_a_prefix_shared_within_a_batch_is_encoded_once_and_changes_no_token(fp3
     assert store.hits == 2 and store.reused_tokens == 2 * shared
     alone = [sample_batch(lm, [p], seeds=[s], **kwargs)[0] for p, s in zip(prompts, [1, 2, 3])]
     assert together == alone
+
+
+@pytest.mark.slow
+def test_the_static_path_samples_the_fast_paths_tokens(fp32_writer):
+    """The GPU path's loop (`static.py`: left-padded static cache, in-place 4D mask, every row decoded
+    to the end) run eagerly here: each request gets the tokens the `fast` loop gives it (float32,
+    same seeds), with rows stopping at different steps and padding rows in the batch."""
+    from generate.backends.hf.decode import sample_batch
+    from generate.backends.hf.static import sample_static
+
+    tok, lm, ids = fp32_writer
+    prompts = [ids(f"Tell a story about {w}.") for w in ("rain", "a robot who keeps bees", "Mars")]
+    stop = {t for t in range(tok.vocab_size) if t % 7 == 0} | {tok.eos_token_id}
+    kwargs = {"max_new_tokens": 12, "temperature": 0.9, "top_p": 0.9, "pad_id": tok.eos_token_id, "stop_ids": stop,
+              "seeds": [3, 4, 5]}
+    static = sample_static(lm, prompts, **kwargs)
+    assert static == sample_batch(lm, prompts, **kwargs)
+    assert len({len(t) for t in static}) >= 2  # rows stopped at different steps

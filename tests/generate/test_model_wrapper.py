@@ -51,6 +51,33 @@ def test_batches_respect_batch_size_and_keep_request_order():
     assert by_text["x" * 5] == again[0].text
 
 
+def test_a_backend_may_batch_some_requests_by_its_own_measure():
+    """The hf backend's static path takes a phase's sampled requests whole (its memory splits
+    them) while greedy ones keep `batch_size`: the Model asks the backend per kind of request."""
+
+    class Wide(RecordingEcho):
+        def batch_limit(self, request):
+            return 64 if request.params.temperature > 0 else self.batch_size
+
+    backend = Wide()
+    greedy = [ChatRequest([{"role": "user", "content": f"g{i}"}], SamplingParams(4, 0.0, 1.0)) for i in range(6)]
+    Model(backend).generate([req(f"s{i}") for i in range(10)] + greedy)
+    assert sorted(backend.batches) == [2, 4, 10]
+
+
+def test_the_hf_static_path_takes_sampled_requests_whole_and_greedy_ones_in_batch_size():
+    from generate.backends.hf.backend import STATIC_ROWS, HFBackend
+
+    def backend(path):  # the method alone: no model to load
+        b = object.__new__(HFBackend)
+        b.path, b.batch_size = path, 16
+        return b
+
+    sampled, greedy = req("s"), ChatRequest([{"role": "user", "content": "g"}], SamplingParams(2, 0.0, 1.0), logprobs=5)
+    assert backend("static").batch_limit(sampled) == STATIC_ROWS and backend("static").batch_limit(greedy) == 16
+    assert backend("fast").batch_limit(sampled) == 16
+
+
 @pytest.mark.parametrize("spec", ["nope:model", "hf:", "gpt-4o", ""])
 def test_unknown_model_spec_is_a_usage_error(spec):
     with pytest.raises(UsageError, match="unknown model"):

@@ -38,6 +38,21 @@ def test_cpu_recipe_is_a_small_cpu_lora_run_with_the_embedded_judge():
     assert len(training.reward_weights) == len(script.reward_funcs)
 
 
+def test_single_gpu_recipe_needs_nothing_but_the_core_install():
+    """The bundled writer and embedded judge on one card, trl's transformers generation (no vLLM),
+    one optimizer step of 16 prompts x 8 completions generated as one batch."""
+    script, training, model = parse("smollm2_gpu", "--use_cpu", "true")
+    assert not training.use_vllm and training.bf16 and model.dtype == "bfloat16" and model.use_peft
+    assert model.model_name_or_path == "smollm2-135m-instruct" and script.dataset == "default"
+    assert script.reward_options["judge"]["model"] == "smollm2-135m-instruct"
+    assert not any(str(v.get("model", "")).startswith("openai:") for v in script.reward_options.values())
+    assert {"novelty_cos", "kl"} <= set(script.reward_funcs)
+    per_step = training.per_device_train_batch_size * training.gradient_accumulation_steps
+    assert training.num_generations == 8 and per_step // training.num_generations == 16
+    assert training.generation_batch_size == per_step and training.max_completion_length == 128
+    assert len(training.reward_weights) == len(script.reward_funcs)
+
+
 @pytest.mark.parametrize("recipe", sorted(GPU_RECIPES))
 def test_gpu_recipes_use_colocated_vllm_and_igniting_settings(recipe):
     script, training, model = parse(recipe, "--use_cpu", "true")
@@ -52,7 +67,7 @@ def test_gpu_recipes_use_colocated_vllm_and_igniting_settings(recipe):
     assert len(training.reward_weights) == len(script.reward_funcs)
 
 
-@pytest.mark.parametrize("recipe", ["smollm2_cpu", *sorted(GPU_RECIPES)])
+@pytest.mark.parametrize("recipe", ["smollm2_cpu", "smollm2_gpu", *sorted(GPU_RECIPES)])
 def test_recipe_rewards_build_with_their_options(recipe):
     config = yaml.safe_load((REPO / "configs" / "grpo" / f"{recipe}.yaml").read_text())
     funcs = build_rewards(config["reward_funcs"], config.get("reward_options"), config.get("reward_gate", "none"))

@@ -119,16 +119,19 @@ def parse_items(text: str, limit: int) -> list[str]:
 
 
 def curate(key: str, task: str, story: str, examples: str, prompts: CurationPrompts, s: Settings,
-           attempt: int = 0) -> Protocol:
+           attempt: Callable[[str, str], int] = lambda agent, view: 0) -> Protocol:
     """Curate one response; returns its judgment, or `{"status": "failed", agent, phase, reason, raw}`.
 
     Args:
         key: the response's identity (seeds derive from it, the run seed and the call's place).
         task: the writing task; story: the response; examples: the rendered retrieved passages.
-        attempt: how many earlier invocations failed on this response (fresh seeds for a retry).
+        attempt: (agent, view) -> how often that call's output stayed unusable in earlier
+            invocations: such a call gets fresh seeds; every other call keeps its seed, so a retried
+            response replays what finished and asks only what failed. A failure names the calls to
+            reseed (`reseed`: [[agent, view], ...]).
     """
     def seed(agent: str, view: str, reask: int) -> int:
-        return derive_seed(s.seed, key, agent, view, reask, attempt)
+        return derive_seed(s.seed, key, agent, view, reask, attempt(agent, view))
 
     asking = _Asking({"prompt": task, "examples": examples, "max_items": s.max_items, **fence(story)}, prompts, s,
                      seed)
@@ -141,10 +144,10 @@ def curate(key: str, task: str, story: str, examples: str, prompts: CurationProm
 class Unusable(Exception):
     """An agent's output stayed unusable: the protocol ends with `record` (a failure)."""
 
-    def __init__(self, agent: str, phase: str, reason: str, raw: str):
+    def __init__(self, agent: str, phase: str, reason: str, raw: str, reseed: list[tuple[str, str]] = ()):
         super().__init__(reason)
         self.record = {"status": "failed", "agent": agent, "phase": phase, "reason": f"{agent} agent: {reason}",
-                       "raw": raw[:500]}
+                       "raw": raw[:500], "reseed": [list(call) for call in reseed]}
 
 
 @dataclass(frozen=True)
@@ -209,7 +212,7 @@ def _debate(a: _Asking) -> Generator[Step, list[Completion], dict[str, dict]]:
         pending = [agent for agent in pending if agent not in lists]
     if pending:
         raise Unusable(pending[0], "debate", f"no numbered list in {s.max_parse_retries + 1} repl(ies)",
-                       raw[pending[0]])
+                       raw[pending[0]], [(agent, "single") for agent in pending])
     return {agent: {"items": items, "raw": raw[agent]} for agent, items in lists.items()}
 
 
@@ -277,7 +280,7 @@ def _verdict(agent: str, messages: dict[str, str], views: dict, s: Settings,
     if pending:
         why = (f"no digit 0/1 among the top alternatives after {VERDICT_PREFIX!r}" if logprob
                else f"no 'Score: 0|1' line in {s.max_parse_retries + 1} repl(ies)")
-        raise Unusable(agent, agent, why, raw[pending[0]])
+        raise Unusable(agent, agent, why, raw[pending[0]], [(agent, v) for v in pending])
     return {"p": sum(values.values()) / len(values), "views": {v: {"p": values[v], "raw": raw[v]} for v in messages}}
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import threading
 from contextlib import nullcontext
 from functools import cache
@@ -17,9 +18,11 @@ from torch.nn.attention import sdpa_kernel
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
 from generate.backends.hf.decode import sample_batch
-from generate.backends.hf.device import decode_sdpa_backends, pick_dtype, store_budget, store_reserve
+from generate.backends.hf.device import (decode_sdpa_backends, decode_token_budget, pick_dtype, store_budget,
+                                         store_reserve)
 from generate.backends.hf.passes import chunks
 from generate.backends.hf.prefix import greedy_with_prefix
+from generate.backends.hf.static import sample_static
 from generate.backends.hf.store import PrefixStore
 from generate.common.errors import UsageError
 from generate.common.machine import release_free_memory
@@ -30,8 +33,11 @@ log = logging.getLogger(__name__)
 # with shared prefixes encoded once), on every device, and on a CPU whatever the CPU folder
 # (`generate/backends/cpu/`) speeds up there: packed bf16 weights, attention kernels, a fused
 # Llama step. `generate`: transformers' `generate()` on each batch with the model as loaded, kept
-# so `scripts/bench_engines.py` can measure the difference.
-PATHS = ("fast", "generate")
+# so `scripts/bench_engines.py` can measure the difference. `static`: sampled requests decoded on a
+# static cache, the step replayed as a CUDA graph on CUDA (`static.py`), in batches sized by the
+# card's memory; greedy requests as in `fast`.
+PATHS = ("fast", "generate", "static")
+STATIC_ROWS = 512  # requests one batch of the static path may take (its memory splits it further)
 SCORE_TOKENS = 16384  # padded tokens per scoring pass: bounds its bf16 logits at a 49k vocabulary
 
 
@@ -47,6 +53,12 @@ def _cpu_folder():
                     type(exc).__name__, exc)
         return None
     return cpu
+
+
+def default_path(device: str) -> str:
+    """`static` on CUDA, `fast` elsewhere; $REVIEW_LAB_HF_PATH overrides both (a measurement's or a
+    workaround's switch, recorded like any path in the backend's `describe()`)."""
+    return os.environ.get("REVIEW_LAB_HF_PATH") or ("static" if device.startswith("cuda") else "fast")
 
 
 def numerics_fields(accel) -> dict:
@@ -65,15 +77,16 @@ class HFBackend(Backend):
     NUMERICS = ("dtype", "device", "decode_attention", "decode_step")
 
     def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None,
-                 path: str = "fast"):
+                 path: str | None = None):
         super().__init__(model)
         from transformers import AutoModelForCausalLM, AutoTokenizer
 
-        self.batch_size = batch_size
+        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        path = path or default_path(self.device)
         if path not in PATHS:
             raise UsageError(f"unknown hf path {path!r}; choose one of: {', '.join(PATHS)}")
         self.path = path
-        self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+        self.batch_size = batch_size
         # Sequences later prompts start with (fast path).
         self.store = PrefixStore(store_budget(self.device), store_reserve(self.device))
         self.dtype = pick_dtype(dtype, self.device)
@@ -98,6 +111,13 @@ class HFBackend(Backend):
     def describe(self) -> dict:
         return {**super().describe(), "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
                 "batch_size": self.batch_size, "path": self.path, **numerics_fields(self.accel)}
+
+    def batch_limit(self, request: ChatRequest) -> int:
+        """The static path takes a phase's sampled requests whole and splits them by the card's
+        memory (`_static`); everything else goes in `batch_size` batches."""
+        if self.path == "static" and request.params.temperature > 0 and request.logprobs is None:
+            return max(self.batch_size, STATIC_ROWS)
+        return self.batch_size
 
     def counters(self) -> dict[str, int]:
         st = self.store
@@ -135,11 +155,11 @@ class HFBackend(Backend):
 
     @torch.inference_mode()
     def _generate_batch(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
-        if self.path == "fast":
+        if self.path != "generate":
             if requests[0].params.temperature <= 0:
                 return self._greedy_shared(texts, requests)
             if requests[0].logprobs is None:
-                return self._sampled(texts, requests)
+                return self._static(texts, requests) if self.path == "static" else self._sampled(texts, requests)
         params, want = requests[0].params, requests[0].logprobs
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         kwargs = {"max_new_tokens": params.max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id,
@@ -185,6 +205,29 @@ class HFBackend(Backend):
                                 temperature=params.temperature, top_p=params.top_p, seeds=[r.seed for r in requests],
                                 pad_id=self.tokenizer.pad_token_id, stop_ids=stop, store=self.store,
                                 step=self.step, encode=self.encode)
+        return self._completions(prompts, outs, stop)
+
+    def _static(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
+        """Sampled requests on the static path (`static.py`), in groups of similar length whose
+        decode caches fit the card's memory (one group on a CPU)."""
+        prompts = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        params = requests[0].params
+        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
+        budget = decode_token_budget(self.lm, self.device)
+        groups = (chunks([len(p) + params.max_new_tokens for p in prompts], budget, STATIC_ROWS) if budget
+                  else [list(range(len(prompts)))])
+        outs: list[list[int]] = [[] for _ in prompts]
+        with self._lock:
+            for group in groups:
+                done = sample_static(self.lm, [prompts[i] for i in group], max_new_tokens=params.max_new_tokens,
+                                     temperature=params.temperature, top_p=params.top_p,
+                                     seeds=[requests[i].seed for i in group], pad_id=self.tokenizer.pad_token_id,
+                                     stop_ids=stop)
+                for i, tokens in zip(group, done):
+                    outs[i] = tokens
+        return self._completions(prompts, outs, stop)
+
+    def _completions(self, prompts: list[list[int]], outs: list[list[int]], stop: set[int]) -> list[Completion]:
         results = []
         for ids, tokens in zip(prompts, outs):
             n = next((j for j, t in enumerate(tokens) if t in stop), len(tokens))

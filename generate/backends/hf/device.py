@@ -45,3 +45,20 @@ def decode_sdpa_backends(device: str) -> list[SDPBackend] | None:
     if not device.startswith("cuda"):
         return None
     return [SDPBackend.FLASH_ATTENTION, SDPBackend.EFFICIENT_ATTENTION, SDPBackend.MATH]
+
+
+def kv_bytes_per_token(config, dtype: torch.dtype) -> int:
+    """Bytes of keys and values one token of one sequence holds in a decode cache."""
+    heads = getattr(config, "num_key_value_heads", None) or config.num_attention_heads
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return 2 * config.num_hidden_layers * heads * head_dim * torch.finfo(dtype).bits // 8
+
+
+def decode_token_budget(lm, device: str, share: float = 0.5) -> int | None:
+    """Cache tokens (rows x columns) one decode batch may hold on CUDA: `share` of the card's free
+    memory, so a phase's calls go in as few batches as fit; None on a CPU, where the batch size
+    alone bounds a batch."""
+    if not device.startswith("cuda"):
+        return None
+    free, _ = torch.cuda.mem_get_info(torch.device(device))
+    return int(share * free) // kv_bytes_per_token(lm.config, lm.dtype)

