@@ -1,6 +1,6 @@
 # Two commands for a fresh machine: `make benchmark` (the main job) and `make test`.
 # Python 3.11 is the default and what CI runs; 3.12 and 3.13 work too (docs/python-versions.md), in
-# their own venv, e.g. `make setup test PYTHON=python3.12 VENV=.venv312` (git ignores `.venv*/`),
+# their own venv, e.g. `make setup test PYTHON=python3.12 VENV=.venv312` (git ignores `.venv*/`).
 PYTHON ?= python3.11
 VENV ?= .venv
 # 3.11: the CPU wheel in this machine's /opt/wheels (find-links; pip prefers 2.13.0+cpu to 2.13.0).
