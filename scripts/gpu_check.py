@@ -10,13 +10,17 @@ so the run fits one call to a lent machine (`scripts/gpu_pack.py` prepares what 
 
 1. `engines`: `scripts/bench_engines.py --paths fast static`, LLM Review on 20 prompts x 200
    tokens: completion tokens per second of each hf path and their ratio (target >= 10x).
-2. `grpo_generate` / `grpo_paged`: `train/grpo.py` with `configs/grpo/smollm2_gpu.yaml` for a few
-   steps with trl's transformers generation, then its continuous batching: steps per minute (the
-   first step, which compiles and warms up, left out), the reward per step, each reward's share.
+2. `grpo_generate`: `train/grpo.py` with `configs/grpo/smollm2_gpu.yaml` for a few steps with
+   trl's transformers generation: steps per minute (the first step, which compiles and warms up,
+   left out), the reward per step, each reward's share.
 3. `benchmark`: `review-lab benchmark` on a SciFi-100 sample (five frameworks, 400 tokens,
    evaluated), its wall time projected to the 100 prompts of `make benchmark-full` (target < 15 min).
 4. `zero2`: one GRPO step under `configs/accelerate/zero2.yaml` (DeepSpeed ZeRO-2).
+5. `grpo_paged`: part 2 with trl's continuous batching, the alternative to measure: last, so a
+   budget that runs short skips it before a part the GPU issue requires.
 
+A part stopped by its time limit keeps what it measured: the paths the engines finished, the
+steps the trainer printed (trainer_state.json is written only at the end).
 GRPO runs the recipe's rewards (judge, novelty_cos, kl, group_diversity, length) as they are. The
 results go to `<out>/gpu_check.json` and `<out>/gpu_check.md`, each part's output to `<out>/<part>.log`.
 """
@@ -24,6 +28,7 @@ results go to `<out>/gpu_check.json` and `<out>/gpu_check.md`, each part's outpu
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
 import re
@@ -62,13 +67,13 @@ def parts(out: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[
     out_parts = [
         ("engines", [PY, "scripts/bench_engines.py", *engines], 300),
         ("grpo_generate", [*single, *grpo, "--output_dir", str(out / "grpo_generate")], 150),
-        ("grpo_paged", [*single, *grpo, "--use_transformers_continuous_batching", "true",
-                        "--output_dir", str(out / "grpo_paged")], 150),
         ("benchmark", bench, 150),
     ]
     if not tiny:  # DeepSpeed needs a GPU
         out_parts.append(("zero2", [*launch, "--config_file", "configs/accelerate/zero2.yaml", *grpo,
                                     "--max_steps", "1", "--output_dir", str(out / "zero2")], 150))
+    out_parts.append(("grpo_paged", [*single, *grpo, "--use_transformers_continuous_batching", "true",
+                                     "--output_dir", str(out / "grpo_paged")], 150))
     return out_parts
 
 
@@ -89,15 +94,37 @@ def engines_result(log: str) -> dict:
     """Tokens per second per path and the ratios, from bench_engines' lines."""
     rates = {m[1]: float(m[2]) for m in re.finditer(r"^(\w+): review, .*?([\d.]+) completion tokens/s", log, re.M)}
     ratios = {m[1]: float(m[2]) for m in re.finditer(r"^ratio (\w+/\w+) .*?: ([\d.]+)x", log, re.M)}
+    if not ratios and len(rates) > 1:  # stopped before its last lines: the ratios from the paths it finished
+        first, *others = rates
+        ratios = {f"{p}/{first}": round(rates[p] / rates[first], 2) for p in others}
     return {"tokens_per_s": rates, "ratios": ratios}
 
 
-def grpo_result(output_dir: Path) -> dict:
-    """Steps per minute (the first step left out when there are more), rewards and reward shares."""
+def logged_steps(log: str) -> list[dict]:
+    """The per-step dicts the trainer printed (values as `{:.4g}` strings): what a part stopped by
+    its time limit leaves, since trainer_state.json is written only at the end."""
+    steps = []
+    for m in re.finditer(r"\{'loss'.*?\}", log):
+        try:
+            entry = ast.literal_eval(m[0])
+        except (ValueError, SyntaxError):
+            continue
+        numbers = {}
+        for k, v in entry.items():
+            try:
+                numbers[k] = float(v)
+            except (TypeError, ValueError):
+                pass
+        steps.append(numbers)
+    return steps
+
+
+def grpo_result(output_dir: Path, log: str = "") -> dict:
+    """Steps per minute (the first step left out when there are more), rewards and reward shares,
+    from trainer_state.json, or from the printed steps when the run stopped before writing it."""
     state = output_dir / "trainer_state.json"
-    if not state.is_file():
-        return {}
-    logs = [e for e in json.loads(state.read_text())["log_history"] if "timing/step_s" in e]
+    history = json.loads(state.read_text())["log_history"] if state.is_file() else logged_steps(log)
+    logs = [e for e in history if "timing/step_s" in e]
     if not logs:
         return {}
     steady = logs[1:] or logs
@@ -131,7 +158,8 @@ def table(results: dict) -> str:
             rows.append(f"| {name} | skipped: {r['skipped']} | |")
             continue
         if r["rc"] != 0:
-            rows.append(f"| {name} | failed ({r['rc']}): {r.get('why', '')} | {r['seconds']} |")
+            done = f"; before that: {summary(name, r)}" if r.get("tokens_per_s") or r.get("steps") else ""
+            rows.append(f"| {name} | failed ({r['rc']}): {r.get('why', '')}{done} | {r['seconds']} |")
             continue
         rows.append(f"| {name} | {summary(name, r)} | {r['seconds']} |")
     return "\n".join(rows)
@@ -180,12 +208,15 @@ def main(argv: list[str] | None = None) -> int:
         log = r.pop("log")
         if r["rc"] != 0:
             r["why"] = why(log)
-        elif name == "engines":
+        # What a part measured counts even when it stopped early (the loan is short): the paths or
+        # steps it finished. A benchmark sample that did not finish projects nothing.
+        if name == "engines":
             r.update(engines_result(log))
         elif name == "benchmark":
-            r.update(benchmark_result(r["seconds"], sample_prompts(args.smoke)))
+            if r["rc"] == 0:
+                r.update(benchmark_result(r["seconds"], sample_prompts(args.smoke)))
         else:
-            r.update(grpo_result(out / name))
+            r.update(grpo_result(out / name, log))
         results["parts"][name] = r
         print(f"{name}: {r}", flush=True)
     text = f"GPU check: {results['gpu'] or 'no GPU'}, torch {results['torch']}, Python {results['python']}\n\n"

@@ -63,3 +63,24 @@ def test_deepspeed_runs_only_on_a_gpu_and_every_part_uses_the_gpu_recipe(tmp_pat
     assert "--use_transformers_continuous_batching" in gpu["grpo_paged"]
     assert gpu["engines"][gpu["engines"].index("--prompts") + 1] == "20"
     assert "--use_cpu" in smoke["grpo_generate"] and "--use_cpu" not in gpu["grpo_generate"]
+
+
+def test_a_part_stopped_by_its_time_limit_keeps_what_it_measured(tmp_path):
+    """A loan is short: the paths bench_engines finished and the steps GRPO printed still count."""
+    cut = ENGINES_LOG.split("ratio ")[0]
+    assert gpu_check.engines_result(cut)["ratios"] == {"static/fast": 11.75}
+    assert gpu_check.engines_result(cut.split("static:")[0])["ratios"] == {}
+    printed = ("  0%|  | 0/4 [00:00<?, ?it/s]{'loss': '6.557e-07', 'reward': '0.5', 'timing/step_s': '30', "
+               "'timing/rewards_share': '0.5', 'timing/reward/judge_s': '15', 'note': 'x'}\n"
+               "{'loss': '0.01', 'reward': '0.7', 'timing/step_s': '10', 'timing/rewards_share': '0.2', "
+               "'timing/reward/judge_s': '2'}\n{'loss': broken\n")
+    r = gpu_check.grpo_result(tmp_path / "no_state_written", printed)
+    assert r["steps"] == 2 and r["step_s"] == 10.0 and r["first_step_s"] == 30.0 and r["reward"] == [0.5, 0.7]
+    assert r["reward_shares"] == {"judge": 0.2}
+    row = gpu_check.table({"parts": {"grpo_generate": {"rc": "timeout", "seconds": 150.0, "why": "x", **r}}})
+    assert "failed (timeout): x; before that: 2 steps, 10.0 s/step" in row
+
+
+def test_the_alternative_generation_mode_runs_last_so_a_short_budget_skips_it_first(tmp_path):
+    names = [name for name, _, _ in gpu_check.parts(tmp_path, smoke=False, scifi100=None)]
+    assert names == ["engines", "grpo_generate", "benchmark", "zero2", "grpo_paged"]
