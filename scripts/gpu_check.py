@@ -70,8 +70,10 @@ def parts(out: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[
         ("benchmark", bench, 150),
     ]
     if not tiny:  # DeepSpeed needs a GPU
+        # One ZeRO-2 step shows DeepSpeed runs; one micro-batch (4 prompts x 8) keeps it cheap.
         out_parts.append(("zero2", [*launch, "--config_file", "configs/accelerate/zero2.yaml", *grpo,
-                                    "--max_steps", "1", "--output_dir", str(out / "zero2")], 150))
+                                    "--max_steps", "1", "--gradient_accumulation_steps", "1",
+                                    "--output_dir", str(out / "zero2")], 120))
     out_parts.append(("grpo_paged", [*single, *grpo, "--use_transformers_continuous_batching", "true",
                                      "--output_dir", str(out / "grpo_paged")], 150))
     return out_parts
