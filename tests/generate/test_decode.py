@@ -263,3 +263,17 @@ def test_the_static_path_samples_the_fast_paths_tokens(fp32_writer):
     static = sample_static(lm, prompts, **kwargs)
     assert static == sample_batch(lm, prompts, **kwargs)
     assert len({len(t) for t in static}) >= 2  # rows stopped at different steps
+
+
+def test_the_static_prefill_mask_is_causal_over_real_keys_with_each_query_on_itself():
+    """Built in place (no rows x W x W temporaries); checked against its definition, cell by cell."""
+    from generate.backends.hf.static import layout, prefill_mask
+
+    prompts = [[5, 6, 7], [8], [9, 9]]
+    _, real = layout(prompts, pad_id=0, rows=4, width=3)
+    mask = prefill_mask(real, columns=5)
+    assert mask.shape == (4, 1, 3, 5) and not mask[..., 3:].any()
+    for r in range(4):
+        for q in range(3):
+            for k in range(3):
+                assert bool(mask[r, 0, q, k]) == ((k <= q and bool(real[r, k])) or k == q), (r, q, k)

@@ -54,13 +54,17 @@ def layout(prompts: list[list[int]], pad_id: int, rows: int, width: int) -> tupl
 
 
 def prefill_mask(real: torch.Tensor, columns: int) -> torch.Tensor:
-    """(rows, 1, W, columns) bool: causal over the prompt, real keys only, plus each query's own
-    column (a padding query attends to itself alone: finite values, never read by a real one)."""
+    """(rows, 1, W, columns) bool on `real`'s device: causal over the prompt, real keys only, plus
+    each query's own column (a padding query attends to itself alone: finite values, never read by
+    a real one). Written in place, so a phase of hundreds of long prompts needs the mask's own
+    bytes (rows x W x columns) and nothing beside them; built where it is used (on a GPU, not on
+    the host and then copied)."""
     rows, width = real.shape
-    causal = torch.ones((width, width), dtype=torch.bool).tril()
-    mask = (causal[None] & real[:, None, :]) | torch.eye(width, dtype=torch.bool)[None]
-    out = torch.zeros((rows, 1, width, columns), dtype=torch.bool)
-    out[:, 0, :, :width] = mask
+    out = torch.zeros((rows, 1, width, columns), dtype=torch.bool, device=real.device)
+    square = out[:, 0, :, :width]
+    square.copy_(real[:, None, :].expand(rows, width, width))
+    square.tril_()
+    square.diagonal(dim1=1, dim2=2).fill_(True)
     return out
 
 
@@ -139,7 +143,7 @@ def sample_static(lm, prompts: list[list[int]], *, max_new_tokens: int, temperat
     cache = StaticCache(config=lm.config, max_cache_len=columns)
     positions = (real.cumsum(dim=1) - 1).clamp_min(0)
     logits = lm(input_ids=ids.to(device), position_ids=positions.to(device),
-                attention_mask=prefill_mask(real, columns).to(device), past_key_values=cache, use_cache=True,
+                attention_mask=prefill_mask(real.to(device), columns), past_key_values=cache, use_cache=True,
                 logits_to_keep=1).logits[:, -1]
     mask = torch.zeros((rows, 1, 1, columns), dtype=torch.bool)
     mask[:, 0, 0, :width] = real
