@@ -57,13 +57,13 @@ def prefill_mask(real: torch.Tensor, columns: int) -> torch.Tensor:
     """(rows, 1, W, columns) bool on `real`'s device: causal over the prompt, real keys only, plus
     each query's own column (a padding query attends to itself alone: finite values, never read by
     a real one). Written in place, so a phase of hundreds of long prompts needs the mask's own
-    bytes (rows x W x columns) and nothing beside them; built where it is used (on a GPU, not on
-    the host and then copied)."""
+    bytes (rows x W x columns) and one W x W causal block beside them; built where it is used (on
+    a GPU, not on the host and then copied)."""
     rows, width = real.shape
     out = torch.zeros((rows, 1, width, columns), dtype=torch.bool, device=real.device)
-    square = out[:, 0, :, :width]
-    square.copy_(real[:, None, :].expand(rows, width, width))
-    square.tril_()
+    square = out[:, 0, :, :width]  # a strided view, written through by `out=`
+    causal = torch.ones((width, width), dtype=torch.bool, device=real.device).tril()
+    torch.logical_and(real[:, None, :], causal[None], out=square)
     square.diagonal(dim1=1, dim2=2).fill_(True)
     return out
 
