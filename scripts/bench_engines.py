@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from generate.backends import Model, load_backend
+from generate.backends.hf import static
 from generate.common import machine
 from generate.common.cli import run_cli
 from generate.common.config import parse_config
@@ -56,6 +57,13 @@ def ceiling(backend, n: int, tokens: int) -> float:
         lm.generate(**enc, max_new_tokens=tokens, min_new_tokens=tokens, do_sample=True, temperature=0.9, top_p=0.9,
                     pad_token_id=tok.pad_token_id)
     return n * tokens / (time.perf_counter() - start)
+
+
+def decode_mode() -> str:
+    """How the static path decoded: from CUDA graphs, or eagerly (and why)."""
+    if not torch.cuda.is_available():
+        return "eager (no CUDA)"
+    return f"eager, the capture failed: {static._GRAPHS_FAILED}" if static._GRAPHS_FAILED else "CUDA graphs"
 
 
 def review_run(backend, cfg: BenchConfig, out: Path) -> dict:
@@ -92,6 +100,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"{path}: review, {cfg.prompts} prompts, {r['calls']} calls, {r['completion_tokens']:,} completion "
                   f"+ {r['prompt_tokens']:,} prompt tokens: {r['seconds']:.1f} s, {r['stories_per_min']:.2f} stories/min, "
                   f"{r['tokens_per_s']:.1f} completion tokens/s, runner efficiency {r['tokens_per_s'] / top:.2f}")
+            if path == "static":
+                print(f"static decode: {decode_mode()}")
     first, *others = cfg.paths
     for path in others:  # completion tokens per second, as the GPU targets are stated
         ratio = results[path]["tokens_per_s"] / results[first]["tokens_per_s"]

