@@ -38,6 +38,7 @@ from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import write_manifest
+from generate.common.ranges import NON_NEGATIVE, in_range
 
 log = logging.getLogger("device_check")
 EXAMPLE = "review-lab device-check --run runs/benchmark/single --chunks 1 --out runs/device_check"
@@ -47,8 +48,10 @@ EXAMPLE = "review-lab device-check --run runs/benchmark/single --chunks 1 --out 
 class DeviceCheckConfig:
     run: str = field(default="", metadata={"help": "a generation run evaluated on a CPU (logprob judge)"})
     out: str = "runs/device_check"
-    chunks: int | None = field(default=1, metadata={"help": "the evaluation's first N chunks of stories (all: 0)"})
-    tolerance: float = field(default=0.25, metadata={"help": "largest allowed |device - cpu| of any score"})
+    chunks: int | None = field(default=1, metadata=in_range(
+        NON_NEGATIVE, help="the evaluation's first N chunks of stories (all: 0)"))
+    tolerance: float = field(default=0.25, metadata=in_range(
+        NON_NEGATIVE, help="largest allowed |device - cpu| of any score"))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

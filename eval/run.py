@@ -40,6 +40,7 @@ from generate.backends.options import DEFAULT_MODEL, batch_size_option
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl
 from generate.common.manifest import sha256_text, write_manifest
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, TOP_P, check_ranges, in_range
 from generate.common.resumable import Resumable, resumable, settings_of, text_hashes
 from generate.common.timing import Timer
 from generate.journal import Journal
@@ -72,27 +73,28 @@ class EvalConfig(BackendOptions):
     judge: str = field(default=DEFAULT_MODEL, metadata={"help": "judge model spec"})
     judge_mode: str = field(default="logprob",
                             metadata={"help": "logprob (expected digit) | sample (paper: K replies)"})
-    samples: int = field(default=3, metadata={"help": "sample mode: replies per story and aspect"})
-    max_parse_retries: int = field(default=2, metadata={"help": "sample mode: re-asks of an unparseable reply"})
-    judge_temperature: float = 0.7
-    judge_top_p: float = 1.0
-    judge_max_new_tokens: int = field(default=192, metadata={"help": "sample mode: reply budget"})
+    samples: int = field(default=3, metadata=in_range(AT_LEAST_1, help="sample mode: replies per story and aspect"))
+    max_parse_retries: int = field(default=2, metadata=in_range(
+        NON_NEGATIVE, help="sample mode: re-asks of an unparseable reply"))
+    judge_temperature: float = field(default=0.7, metadata=in_range(NON_NEGATIVE))
+    judge_top_p: float = field(default=1.0, metadata=in_range(TOP_P))
+    judge_max_new_tokens: int = field(default=192, metadata=in_range(AT_LEAST_1, help="sample mode: reply budget"))
     rubric: str | None = field(default=None, metadata={"help": "rubric YAML (default: configs/judge/rubric.yaml)"})
     no_judge: bool = field(default=False, metadata={"help": "skip the LLM judge"})
     scorer: str | None = field(default=None, metadata={"help": "surprisal model spec (default: each story's writer)"})
     no_surprisal: bool = field(default=False, metadata={"help": "skip surprisal"})
     reference_dir: str | None = reference_dir_option()
-    reference_max_chunks: int | None = field(default=None,
-                                             metadata={"help": "embed a seeded sample of reference chunks"})
+    reference_max_chunks: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="embed a seeded sample of reference chunks"))
     embedder: str = field(default=DEFAULT_EMBEDDER, metadata={"help": "sentence encoder for the semantic metrics"})
-    kl_alpha: float = field(default=1.0, metadata={"help": "additive smoothing of the unigram KL"})
+    kl_alpha: float = field(default=1.0, metadata=in_range(POSITIVE, help="additive smoothing of the unigram KL"))
     principles: str | None = field(default=None, metadata={
         "help": "principles YAML: add the principle judge's verdicts (principle_good, principle_p)"})
     reward_model: str | None = field(default=None, metadata={
         "help": "train/reward_model.py output dir: add the reward model's verdicts (rm_good, rm_score)"})
     curation_verdict: bool = field(default=False, metadata={
         "help": "add Signal-1, the curation agents' verdict on each story (curation_good; several calls a story)"})
-    chunk_stories: int = field(default=64, metadata={"help": "stories scored together (batch width)"})
+    chunk_stories: int = field(default=64, metadata=in_range(AT_LEAST_1, help="stories scored together (batch width)"))
     batch_size: int = batch_size_option(32)
     seed: int = 0
 
@@ -101,8 +103,7 @@ class EvalConfig(BackendOptions):
             self.stories = [self.stories]
         if self.judge_mode not in MODES:
             raise UsageError(f"unknown judge mode {self.judge_mode!r}; expected one of: {', '.join(MODES)}")
-        if self.samples < 1 or self.chunk_stories < 1:
-            raise UsageError("--samples and --chunk-stories must be at least 1")
+        check_ranges(self)  # also where a composite command builds this config itself
 
     def output_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.stories[0]).parent / "eval"

@@ -35,6 +35,7 @@ from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import write_manifest
+from generate.common.ranges import AT_LEAST_1, in_range
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 
 log = logging.getLogger("sweep")
@@ -48,12 +49,13 @@ class SweepConfig(ModelOptions):
     grid: list[str] = field(default_factory=list, metadata={"help": "NAME=v1,v2,... (one per swept setting)"})
     framework: str = "review"
     dataset: str = "default"
-    limit: int | None = field(default=None, metadata={"help": "N prompts, taken across aspects in turn"})
-    max_new_tokens: int = 400
+    limit: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="N prompts, taken across aspects in turn"))
+    max_new_tokens: int = field(default=400, metadata=in_range(AT_LEAST_1))
     judge: str | None = field(default=None, metadata={"help": "judge spec (default: the writer)"})
     judge_mode: str = "logprob"
     reference_dir: str | None = reference_dir_option()
-    reference_max_chunks: int | None = None
+    reference_max_chunks: int | None = field(default=None, metadata=in_range(AT_LEAST_1))
     seed: int = 0
     out: str = "runs/sweep"
 

@@ -112,8 +112,11 @@ def spread_over_aspects(tasks: list[Task], n: int | None) -> list[Task]:
     """The first `n` prompts taking the aspects in turn: the first of each aspect, then the second...
 
     SciFi-100 lists its prompts aspect by aspect, so its first few prompts would all test one
-    aspect; a small evaluation subset should cover as many aspects as it can. `None`: all.
+    aspect; a small evaluation subset should cover as many aspects as it can. `None`: all. A
+    negative `n` is refused (as a slice it would keep all but the last few).
     """
+    if n is not None and n < 0:
+        raise ValueError(f"a negative number of prompts: {n}")
     by_aspect: dict[str, list[Task]] = {}
     for task in tasks:
         by_aspect.setdefault(task.aspect, []).append(task)

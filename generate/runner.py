@@ -31,6 +31,7 @@ from generate.backends.options import batch_size_option
 from generate.clean import clean_reply
 from generate.common import machine
 from generate.common.errors import PartialFailure
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, in_range
 from generate.common.jsonl import append_jsonl
 from generate.common.manifest import sha256_text, write_manifest
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, done_ids, resumable, text_hashes
@@ -56,16 +57,18 @@ class RunConfig(ModelOptions):
     framework: str = field(default="review", metadata={"help": "single | teacher | debate | discussion | review"})
     dataset: str = field(default="default", metadata={"help": "default, scifi100, or a .json/.jsonl path"})
     out: str = field(default="runs/review", metadata={"help": "output directory"})
-    limit: int | None = field(default=None, metadata={"help": "N prompts only, taken across aspects in turn"})
-    agents: int = 3
-    rounds: int = 3
+    limit: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="N prompts only, taken across aspects in turn"))
+    agents: int = field(default=3, metadata=in_range(AT_LEAST_1))
+    rounds: int = field(default=3, metadata=in_range(AT_LEAST_1))
     review_variant: str = field(default="paper", metadata={
         "help": "Review: paper (reviewers only read peers' initial drafts) | public_code (peers' latest drafts)"})
-    max_new_tokens: int = 400
-    temperature: float = 0.9
-    top_p: float = 0.9
+    max_new_tokens: int = field(default=400, metadata=in_range(AT_LEAST_1))
+    temperature: float = field(default=0.9, metadata=in_range(NON_NEGATIVE))
+    top_p: float = field(default=0.9, metadata=in_range(TOP_P))
     seed: int = 0
-    chunk_prompts: int = field(default=32, metadata={"help": "prompts advanced together (batch width)"})
+    chunk_prompts: int = field(default=32, metadata=in_range(
+        AT_LEAST_1, help="prompts advanced together (batch width)"))
     batch_size: int = batch_size_option(48)
     templates: str | None = field(default=None, metadata={"help": "prompt templates YAML"})
     personas: str | None = field(default=None, metadata={"help": "personas YAML"})
@@ -192,7 +195,7 @@ class Runner:
         self.params = SamplingParams(cfg.max_new_tokens, cfg.temperature, cfg.top_p)
         tasks = load_dataset(cfg.dataset)
         # Datasets list prompts aspect by aspect: a small subset should span aspects, not exhaust one.
-        self.tasks = spread_over_aspects(tasks, cfg.limit) if cfg.limit else tasks
+        self.tasks = spread_over_aspects(tasks, cfg.limit) if cfg.limit is not None else tasks
         self.dataset_sha256 = dataset_sha256(cfg.dataset)
         self.prompt_sha256 = {t.id: sha256_text(t.prompt) for t in self.tasks}
         self.out = Path(cfg.out)

@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 from generate.common.errors import UsageError
+from generate.common.ranges import HELD_OUT, Range, check_ranges
 
 
 @dataclass
@@ -27,6 +28,8 @@ class ScriptArguments:
             refused by default, recorded in the manifest when allowed.
     """
 
+    RANGES: ClassVar[dict[str, Range]] = {"eval_fraction": HELD_OUT}  # trl's parser reads this class
+
     dataset: str = field(default="default", metadata={"help": "default, scifi100, or a .json/.jsonl path"})
     eval_fraction: float = field(default=0.2, metadata={"help": "share of prompts held out (by aspect)"})
     split_seed: int = field(default=0, metadata={"help": "seed of the train/eval prompt split"})
@@ -40,6 +43,7 @@ class ScriptArguments:
         "help": "train on a learned signal whose held-out interval includes chance (recorded, marked in tables)"})
 
     def __post_init__(self) -> None:
+        check_ranges(self)  # trl's parser builds this class, not `build_config`
         if isinstance(self.reward_options, str):
             try:
                 self.reward_options = json.loads(self.reward_options)

@@ -30,6 +30,7 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 import torch
 from datasets import Dataset
@@ -40,6 +41,7 @@ from generate.common.cli import run_cli
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import sha256_bytes, sha256_text, write_manifest
+from generate.common.ranges import HELD_OUT, Range, check_ranges
 from generate.datasets import Task
 from rewards.signal_check import MIN_HELDOUT_GROUPS, group_bootstrap
 from train.model import resolve_model_path
@@ -53,11 +55,15 @@ COLUMNS = ("prompt", "chosen", "rejected")
 class RMScriptArguments:
     """Which preference pairs to train on and how to hold prompts out."""
 
+    RANGES: ClassVar[dict[str, Range]] = {"eval_fraction": HELD_OUT}  # trl's parser reads this class
     preferences: list[str] = field(default_factory=lambda: ["runs/curation/preferences.jsonl"],
                                    metadata={"help": "preferences.jsonl files written by review-lab curate"})
     eval_fraction: float = field(default=0.25, metadata={"help": "share of prompts held out (by aspect)"})
     split_seed: int = field(default=0, metadata={"help": "seed of the by-prompt split"})
     save_merged: bool = field(default=True, metadata={"help": "save the merged model in <output_dir>/merged"})
+
+    def __post_init__(self) -> None:
+        check_ranges(self)  # trl's parser builds this class, not `build_config`
 
 
 def load_pairs(paths: list[str]) -> list[dict]:

@@ -48,6 +48,7 @@ from generate.backends import load_model
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, in_range
 from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.common.paths import REPO_ROOT
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
@@ -73,19 +74,20 @@ class StoryConfig:
     out: str = "runs/story"
     signals: list[str] = field(default_factory=lambda: ["composite"],
                                metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
-    max_steps: int | None = field(default=None, metadata={"help": "override the recipes' GRPO steps"})
-    max_new_tokens: int = 160
+    max_steps: int | None = field(default=None, metadata=in_range(AT_LEAST_1, help="override the recipes' GRPO steps"))
+    max_new_tokens: int = field(default=160, metadata=in_range(AT_LEAST_1))
     eval_dataset: str = field(default="heldout", metadata={
         "help": "evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"})
-    eval_limit: int | None = field(default=None, metadata={"help": "at most N evaluation prompts, across aspects"})
+    eval_limit: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="at most N evaluation prompts, across aspects"))
     reference_dir: str | None = reference_dir_option()
-    reference_max_chunks: int = 2000
+    reference_max_chunks: int = field(default=2000, metadata=in_range(AT_LEAST_1))
     curation_verdict: bool = field(default=False, metadata={
         "help": "score every run with Signal-1, the curation agents' verdict (several calls a story)"})
     candidates: list[str] = field(default_factory=list, metadata={
         "help": "stories.jsonl runs to curate (default: the base writer on training prompts)"})
     rm_config: str = "configs/rm/smollm2_cpu.yaml"
-    principle_iterations: int = 2
+    principle_iterations: int = field(default=2, metadata=in_range(NON_NEGATIVE))
     seed: int = 0
     allow_weak_signal: bool = field(default=False, metadata={
         "help": "train writers on signals whose held-out interval includes chance (GRPO's --allow_weak_signal); "
@@ -142,7 +144,7 @@ def train(cfg: StoryConfig, signal: str, out: Path, options: dict | None, upstre
     args = ["--config", SIGNALS[signal], "--output_dir", str(out.resolve())]
     if options is not None:
         args += ["--reward_options", json.dumps(options)]
-    if cfg.max_steps:
+    if cfg.max_steps is not None:
         args += ["--max_steps", str(cfg.max_steps)]
     if cfg.allow_weak_signal and signal != "composite":
         args += ["--allow_weak_signal", "true"]

@@ -32,6 +32,7 @@ from generate.common import machine
 from generate.common.config import parse_config
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.manifest import write_manifest
+from generate.common.ranges import AT_LEAST_1, in_range
 from generate.frameworks import FRAMEWORKS
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 
@@ -47,15 +48,16 @@ class BenchmarkConfig(ModelOptions):
 
     batch_size: int = batch_size_option(48)
     dataset: str = "default"
-    limit: int | None = field(default=None, metadata={"help": "N prompts, taken across aspects in turn"})
+    limit: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="N prompts, taken across aspects in turn"))
     out: str = "runs/benchmark"
     frameworks: list[str] = field(default_factory=lambda: list(ORDER))
-    max_new_tokens: int = 400
+    max_new_tokens: int = field(default=400, metadata=in_range(AT_LEAST_1))
     seed: int = 0
     judge: str | None = field(default=None, metadata={"help": "judge model spec (default: the writer)"})
     judge_mode: str = field(default="logprob", metadata={"help": "logprob | sample"})
     reference_dir: str | None = reference_dir_option()
-    reference_max_chunks: int | None = None
+    reference_max_chunks: int | None = field(default=None, metadata=in_range(AT_LEAST_1))
     no_eval: bool = field(default=False, metadata={"help": "generate only"})
 
     def __post_init__(self) -> None:

@@ -26,6 +26,7 @@ from eval.compare.runs import load_run, parse_run_spec
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
+from generate.common.ranges import AT_LEAST_1, FRACTION, check_ranges, in_range
 
 EXAMPLE = "review-lab compare --run base=runs/benchmark/single --run review=runs/benchmark/review --out runs/compare"
 
@@ -36,9 +37,9 @@ class CompareConfig:
                            metadata={"help": "NAME=DIR (repeat); base, else the first, is the baseline"})
     out: str = ""
     metrics: list[str] = field(default_factory=list, metadata={"help": "default: judge average, aspects, rule metrics"})
-    boot: int = field(default=10_000, metadata={"help": "bootstrap resamples"})
+    boot: int = field(default=10_000, metadata=in_range(AT_LEAST_1, help="bootstrap resamples"))
     seed: int = field(default=0, metadata={"help": "bootstrap seed"})
-    alpha: float = field(default=0.05, metadata={"help": "significance level"})
+    alpha: float = field(default=0.05, metadata=in_range(FRACTION, help="significance level"))
     allow_mismatch: list[str] = field(default_factory=list,
                                       metadata={"help": f"fields the runs may differ in: {', '.join(MISMATCH_FIELDS)}"})
 
@@ -47,10 +48,7 @@ class CompareConfig:
             raise UsageError("no runs given (--run base=DIR --run other=DIR)")
         if not self.out:
             raise UsageError("--out is required")
-        if self.boot < 1:
-            raise UsageError("--boot must be at least 1")
-        if not 0 < self.alpha < 1:
-            raise UsageError("--alpha must be between 0 and 1")
+        check_ranges(self)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from generate.backends.model import DEFAULT_RETRY_BUDGET
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, in_range
 
 if TYPE_CHECKING:
     from generate.backends.model import Model
@@ -41,7 +42,7 @@ def backend_options(spec: str, *, batch_size: int, base_url: str | None = None, 
 
 def batch_size_option(default: int) -> Any:
     """The `batch_size` field with a command's own default (its batches differ in size)."""
-    return field(default=default, metadata={"help": "hf: sequences per forward pass"})
+    return field(default=default, metadata=in_range(AT_LEAST_1, help="hf: sequences per forward pass"))
 
 
 @dataclass
@@ -51,12 +52,13 @@ class BackendOptions:
     batch_size: int = batch_size_option(16)
     base_url: str | None = field(default=None, metadata={"help": "openai: server URL (else OPENAI_BASE_URL)"})
     api_key: str | None = field(default=None, metadata={"help": "openai: key (else OPENAI_API_KEY)"})
-    concurrency: int = field(default=8, metadata={"help": "openai: requests in flight"})
-    timeout: float = field(default=120.0, metadata={"help": "openai: seconds per request"})
-    retries: int = field(default=5, metadata={"help": "retries of a failed call before it counts as failed"})
-    retry_budget: float = field(default=DEFAULT_RETRY_BUDGET, metadata={
-        "help": "seconds a failing call may spend on tries and waits before it counts as failed (with --retries, "
-                "whichever runs out first; Retry-After is honoured within it)"})
+    concurrency: int = field(default=8, metadata=in_range(AT_LEAST_1, help="openai: requests in flight"))
+    timeout: float = field(default=120.0, metadata=in_range(POSITIVE, help="openai: seconds per request"))
+    retries: int = field(default=5, metadata=in_range(
+        NON_NEGATIVE, help="retries of a failed call before it counts as failed"))
+    retry_budget: float = field(default=DEFAULT_RETRY_BUDGET, metadata=in_range(
+        NON_NEGATIVE, help="seconds a failing call may spend on tries and waits before it counts as failed (with "
+                           "--retries, whichever runs out first; Retry-After is honoured within it)"))
 
     def connection(self) -> dict[str, Any]:
         """These options by name, for the configs of the runs a composite command makes (a

@@ -1,7 +1,8 @@
 """YAML config + command-line overrides, shared by every CLI of the project.
 
 Precedence: dataclass defaults < YAML file < command-line flags. Unknown keys are an error,
-so a typo in a config never silently falls back to a default.
+so a typo in a config never silently falls back to a default, and a number outside its field's
+declared range is one too (`generate.common.ranges`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any, NoReturn, TypeVar
 import yaml
 
 from generate.common.errors import UsageError
+from generate.common.ranges import check_ranges
 
 T = TypeVar("T")
 
@@ -54,9 +56,11 @@ def build_config(cls: type[T], config_path: str | Path | None, overrides: dict[s
             raise UsageError(f"unknown option {key}")
         values[key] = value
     try:
-        return cls(**values)
+        cfg = cls(**values)
     except TypeError as exc:
         raise UsageError(str(exc)) from None
+    check_ranges(cfg)
+    return cfg
 
 
 class Parser(argparse.ArgumentParser):
@@ -118,6 +122,8 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[s
         if typing.get_origin(kind) in (typing.Union, types.UnionType):  # "int | None" -> int
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
         help_text = f.metadata.get("help", "")
+        if f.metadata.get("range") is not None:
+            help_text = f"{help_text} ({f.metadata['range']})".lstrip()
         if kind is bool:
             options = flag_options(f.name)
             parser.add_argument(*options, dest=f.name, action=Flag, values=options, default=None, help=help_text)

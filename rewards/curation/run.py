@@ -36,6 +36,7 @@ from generate.backends.options import batch_size_option
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, rewrite_jsonl
 from generate.common.manifest import write_manifest
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, Range, check_ranges, in_range
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, settings_of, text_hashes
 from generate.journal import FailureLog, Journal
 from generate.prompts import load_prompts
@@ -58,26 +59,31 @@ class CurateConfig(ModelOptions):
     out: str = field(default="runs/curation", metadata={"help": "output directory"})
     exemplars: str | None = field(default=None, metadata={"help": "JSONL of trusted {prompt, response} pairs"})
     reference_dir: str | None = reference_dir_option()
-    reference_max_chunks: int | None = field(default=2000, metadata={"help": "embed a seeded sample of the corpus"})
+    reference_max_chunks: int | None = field(default=2000, metadata=in_range(
+        AT_LEAST_1, help="embed a seeded sample of the corpus"))
     embedder: str = DEFAULT_EMBEDDER
-    k: int = field(default=2, metadata={"help": "retrieved examples per prompt (0: no Retrieval agent)"})
-    exemplar_words: int = field(default=120, metadata={"help": "words of each retrieved example shown"})
+    k: int = field(default=2, metadata=in_range(
+        NON_NEGATIVE, help="retrieved examples per prompt (0: no Retrieval agent)"))
+    exemplar_words: int = field(default=120, metadata=in_range(
+        AT_LEAST_1, help="words of each retrieved example shown"))
     without: list[str] = field(default_factory=list, metadata={
         "help": "ablate agents: positive negative judge reflect"})
     verdict: str = field(default="logprob", metadata={"help": "logprob (digit probabilities) | sample (parsed reply)"})
-    threshold: float = field(default=0.5, metadata={"help": "judge: good iff P(good) > threshold"})
-    max_items: int = 5
-    max_parse_retries: int = 2
-    list_tokens: int = field(default=160, metadata={"help": "reply budget of the Positive and Negative agents"})
-    verdict_tokens: int = field(default=160, metadata={"help": "reply budget of sample-mode verdicts"})
-    temperature: float = 0.7
-    top_p: float = 0.9
+    threshold: float = field(default=0.5, metadata=in_range(
+        Range(0, 1, open_high=True), help="judge: good iff P(good) > threshold"))
+    max_items: int = field(default=5, metadata=in_range(AT_LEAST_1))
+    max_parse_retries: int = field(default=2, metadata=in_range(NON_NEGATIVE))
+    list_tokens: int = field(default=160, metadata=in_range(
+        AT_LEAST_1, help="reply budget of the Positive and Negative agents"))
+    verdict_tokens: int = field(default=160, metadata=in_range(AT_LEAST_1, help="reply budget of sample-mode verdicts"))
+    temperature: float = field(default=0.7, metadata=in_range(NON_NEGATIVE))
+    top_p: float = field(default=0.9, metadata=in_range(TOP_P))
     seed: int = 0
-    limit: int | None = field(default=None, metadata={"help": "first N candidates only"})
+    limit: int | None = field(default=None, metadata=in_range(AT_LEAST_1, help="first N candidates only"))
     journal: str | None = field(default=None, metadata={"help": "call journal (default OUT/calls.jsonl); ablations "
                                                                   "may share the full run's to replay its calls"})
     templates: str | None = field(default=None, metadata={"help": "curation prompts YAML"})
-    chunk_responses: int = field(default=32, metadata={"help": "responses advanced together"})
+    chunk_responses: int = field(default=32, metadata=in_range(AT_LEAST_1, help="responses advanced together"))
     batch_size: int = batch_size_option(8)
 
     def __post_init__(self) -> None:
@@ -86,8 +92,7 @@ class CurateConfig(ModelOptions):
             raise UsageError(f"unknown --without {sorted(unknown)}; choose from: {', '.join(ABLATABLE)}")
         if self.verdict not in VERDICT_MODES:
             raise UsageError(f"unknown verdict mode {self.verdict!r}; choose one of: {', '.join(VERDICT_MODES)}")
-        if self.k < 0 or self.exemplar_words < 1 or self.chunk_responses < 1:
-            raise UsageError("need k >= 0, exemplar_words >= 1 and chunk_responses >= 1")
+        check_ranges(self)
 
 
 class Curator:

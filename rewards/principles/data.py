@@ -18,6 +18,7 @@ from generate.backends import SamplingParams
 from generate.backends.options import ModelOptions as BackendModelOptions
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, in_range
 from generate.journal import derive_seed
 from rewards.principles.protocols import Example
 
@@ -28,9 +29,10 @@ SPLITS = ("optimisation", "heldout")
 class ModelOptions(BackendModelOptions):
     """The model of a subcommand (one model plays every role) and its decoding for free text."""
 
-    max_new_tokens: int = field(default=320, metadata={"help": "reply budget of generator and rewrite calls"})
-    temperature: float = 0.8
-    top_p: float = 0.95
+    max_new_tokens: int = field(default=320, metadata=in_range(
+        AT_LEAST_1, help="reply budget of generator and rewrite calls"))
+    temperature: float = field(default=0.8, metadata=in_range(NON_NEGATIVE))
+    top_p: float = field(default=0.95, metadata=in_range(TOP_P))
 
     def params(self) -> SamplingParams:
         return SamplingParams(self.max_new_tokens, self.temperature, self.top_p)

@@ -49,6 +49,7 @@ from generate.backends import ChatRequest, Completion, Model, gave_up
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.files import write_text_atomic
 from generate.common.manifest import sha256_bytes, write_manifest
+from generate.common.ranges import AT_LEAST_1, FRACTION, NON_NEGATIVE, Range, in_range
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, text_hashes
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions, load_labelled, split_examples
@@ -74,21 +75,24 @@ def result_settings(config: dict) -> dict:
 class OptimizeConfig(ModelOptions):
     labelled: str | None = field(default=None, metadata={"help": "JSONL of {prompt, response, label}"})
     out: str = "runs/principles"
-    iterations: int = 3
+    iterations: int = field(default=3, metadata=in_range(NON_NEGATIVE))
     reflect: bool = field(default=True, metadata={"help": "--no-reflect: the paper's ablation"})
     verdict: str = field(default="logprob", metadata={"help": "logprob (P(good)) | sample (0/1)"})
-    orders: int | None = field(default=None, metadata={"help": "label orders per verdict (logprob: 2)"})
-    heldout_fraction: float | None = field(default=None, metadata={"help": "when rows carry no split (0.3)"})
+    orders: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="label orders per verdict (logprob: 2)"))
+    heldout_fraction: float | None = field(default=None, metadata=in_range(
+        FRACTION, help="when rows carry no split (0.3)"))
     seed: int = 0
     principles: str | None = field(default=None, metadata={"help": "start (default configs/judge/principles.yaml)"})
     templates: str | None = field(default=None, metadata={"help": "prompts (configs/prompts/principles.yaml)"})
-    attacks: int = field(default=8, metadata={"help": "damaged responses per iteration"})
-    max_principles: int = 8
-    max_words: int = field(default=30, metadata={"help": "words per principle"})
-    strategy_words: int = 80
-    max_examples: int = field(default=3, metadata={"help": "damaged texts shown per rewrite"})
-    checks: int | None = field(default=None, metadata={"help": "labelled rows checked per iteration (all)"})
-    max_diagnoses: int = field(default=8, metadata={"help": "mistakes diagnosed per iteration"})
+    attacks: int = field(default=8, metadata=in_range(AT_LEAST_1, help="damaged responses per iteration"))
+    max_principles: int = field(default=8, metadata=in_range(Range(2)))
+    max_words: int = field(default=30, metadata=in_range(AT_LEAST_1, help="words per principle"))
+    strategy_words: int = field(default=80, metadata=in_range(AT_LEAST_1))
+    max_examples: int = field(default=3, metadata=in_range(AT_LEAST_1, help="damaged texts shown per rewrite"))
+    checks: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="labelled rows checked per iteration (all)"))
+    max_diagnoses: int = field(default=8, metadata=in_range(AT_LEAST_1, help="mistakes diagnosed per iteration"))
 
 
 class Optimiser:

@@ -40,6 +40,7 @@ from generate.backends import Model
 from generate.common.errors import UsageError
 from generate.common.files import write_text_atomic
 from generate.common.manifest import write_manifest
+from generate.common.ranges import AT_LEAST_1, FRACTION, in_range
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions
 from rewards.principles.protocols import Example, damage, run_phases
@@ -55,10 +56,11 @@ class WeakLabelConfig(ModelOptions):
     model: str | None = field(default=None, metadata={"help": "Generator for model degradations (none: rules only)"})
     reference_dir: str | None = reference_dir_option()
     out: str = "runs/principles/weak.jsonl"
-    works: int | None = field(default=None, metadata={"help": "a seeded sample of this many works (all)"})
-    per_work: int = 2
-    words: int = field(default=120, metadata={"help": "passage length in words (whole sentences)"})
-    heldout_fraction: float = 0.3
+    works: int | None = field(default=None, metadata=in_range(
+        AT_LEAST_1, help="a seeded sample of this many works (all)"))
+    per_work: int = field(default=2, metadata=in_range(AT_LEAST_1))
+    words: int = field(default=120, metadata=in_range(AT_LEAST_1, help="passage length in words (whole sentences)"))
+    heldout_fraction: float = field(default=0.3, metadata=in_range(FRACTION))
     seed: int = 0
     principles: str | None = field(default=None, metadata={"help": "the Generator's strategy comes from here"})
     templates: str | None = None

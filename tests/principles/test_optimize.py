@@ -161,7 +161,7 @@ def test_labelled_data_and_splits(tmp_path):
     ([], "--labelled DATA.jsonl is required"),
     (["--verdict", "vibes"], "unknown verdict mode 'vibes'"),
     (["--verdict", "sample", "--orders", "2"], "label orders must be 1 or 2"),
-    (["--heldout-fraction", "1.5"], "between 0 and 1"),
+    (["--heldout-fraction", "1.5"], "--heldout-fraction must be in (0, 1), got 1.5"),
 ])
 def test_bad_options_are_one_error_line(tmp_path, capsys, args, message):
     from generate.common.cli import run_cli

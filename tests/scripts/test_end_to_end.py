@@ -28,7 +28,9 @@ def split():
 def test_spread_over_aspects_takes_aspects_in_turn():
     tasks = [Task(f"{a}-{i}", a, f"prompt {a} {i}") for a in "abc" for i in range(3)]
     assert [t.id for t in spread_over_aspects(tasks, 5)] == ["a-0", "b-0", "c-0", "a-1", "b-1"]
-    assert len(spread_over_aspects(tasks, None)) == 9
+    assert len(spread_over_aspects(tasks, None)) == 9 and spread_over_aspects(tasks, 0) == []
+    with pytest.raises(ValueError, match="negative"):
+        spread_over_aspects(tasks, -3)  # as a slice: all but the last three
 
 
 def test_heldout_prompts_are_the_split_and_not_trained_on(story, split):

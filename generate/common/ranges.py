@@ -1,0 +1,70 @@
+"""The valid values of a numeric option, declared with the option and checked in one place.
+
+A config field says what it admits in its metadata (`field(..., metadata=in_range(AT_LEAST_1))`);
+`check_ranges` refuses a value outside it with one error line (exit 2) before anything runs. A
+dataclass that trl's parser reads declares its ranges in a class attribute `RANGES` instead (that
+parser hands a field's metadata to argparse, which takes no other key than its own).
+Without it, a number that means nothing ran as something else: `--limit 0` ran every prompt,
+`--limit -3` all but the last three, and `--max-new-tokens 0` asked for empty replies that the
+retries then spent their budget on. `build_config` checks every command's config; a dataclass
+parsed by another parser (trl's) calls `check_ranges` from its `__post_init__`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+from generate.common.errors import UsageError
+
+
+@dataclass(frozen=True)
+class Range:
+    """low <= x (low < x where `open_low`) and x <= high (x < high where `open_high`); None: no
+    bound on that side."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+    open_high: bool = False
+
+    def admits(self, x: float) -> bool:
+        if self.low is not None and (x <= self.low if self.open_low else x < self.low):
+            return False
+        return self.high is None or (x < self.high if self.open_high else x <= self.high)
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{'>' if self.open_low else '>='} {self.low:g}"
+        if self.low is None:
+            return f"{'<' if self.open_high else '<='} {self.high:g}"
+        return f"in {'(' if self.open_low else '['}{self.low:g}, {self.high:g}{')' if self.open_high else ']'}"
+
+
+AT_LEAST_1 = Range(1)  # counts: prompts, tokens, rounds, batch sizes, samples
+NON_NEGATIVE = Range(0)  # retries, budgets in seconds, temperatures
+POSITIVE = Range(0, open_low=True)  # timeouts, smoothing constants
+TOP_P = Range(0, 1, open_low=True)  # a nucleus keeps at least the top token; 1 keeps every token
+FRACTION = Range(0, 1, open_low=True, open_high=True)  # shares and levels strictly between 0 and 1
+HELD_OUT = Range(0, 1, open_high=True)  # a training split's held-out share: 0 holds none out
+
+
+def in_range(rng: Range, **metadata: Any) -> dict[str, Any]:
+    """A field's metadata with its range: `field(default=3, metadata=in_range(AT_LEAST_1, help=...))`."""
+    return {**metadata, "range": rng}
+
+
+def range_of(cls: type, f: dataclasses.Field) -> Range | None:
+    """The range a field of `cls` declares: in its metadata, or in the class's `RANGES`."""
+    return f.metadata.get("range") or getattr(cls, "RANGES", {}).get(f.name)
+
+
+def check_ranges(cfg: Any) -> None:
+    """Refuse the first field of the dataclass `cfg` whose value lies outside its declared range
+    (None, an option not given, passes)."""
+    for f in dataclasses.fields(cfg):
+        rng = range_of(type(cfg), f)
+        value = getattr(cfg, f.name)
+        if rng is not None and value is not None and not rng.admits(value):
+            raise UsageError(f"--{f.name.replace('_', '-')} must be {rng}, got {value}")
