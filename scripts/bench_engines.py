@@ -63,7 +63,8 @@ def decode_mode() -> str:
     """How the static path decoded: from CUDA graphs, or eagerly (and why)."""
     if not torch.cuda.is_available():
         return "eager (no CUDA)"
-    return f"eager, the capture failed: {static._GRAPHS_FAILED}" if static._GRAPHS_FAILED else "CUDA graphs"
+    failure = static.capture_failure()
+    return f"eager, the capture failed: {failure}" if failure else "CUDA graphs"
 
 
 def review_run(backend, cfg: BenchConfig, out: Path) -> dict:

@@ -110,8 +110,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     failed = False
     if lm.device.type == "cuda":
         graphed = static.sample_static(lm, prompts, graphs=True, **kwargs)
-        if static._GRAPHS_FAILED:
-            graph_part = f"graphs not captured ({static._GRAPHS_FAILED})"
+        if static.capture_failure():
+            graph_part = f"graphs not captured ({static.capture_failure()})"
             failed = True
         else:
             eager = static.sample_static(lm, prompts, graphs=False, **kwargs)

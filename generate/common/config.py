@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 import yaml
 
 from generate.common.errors import UsageError
-from generate.common.ranges import check_ranges
+from generate.common.ranges import check_ranges, range_of
 
 T = TypeVar("T")
 
@@ -122,8 +122,8 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[s
         if typing.get_origin(kind) in (typing.Union, types.UnionType):  # "int | None" -> int
             kind = next(a for a in typing.get_args(kind) if a is not type(None))
         help_text = f.metadata.get("help", "")
-        if f.metadata.get("range") is not None:
-            help_text = f"{help_text} ({f.metadata['range']})".lstrip()
+        if (rng := range_of(cls, f)) is not None:
+            help_text = f"{help_text} ({rng})".lstrip()
         if kind is bool:
             options = flag_options(f.name)
             parser.add_argument(*options, dest=f.name, action=Flag, values=options, default=None, help=help_text)

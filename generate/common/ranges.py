@@ -1,13 +1,16 @@
 """The valid values of a numeric option, declared with the option and checked in one place.
 
-A config field says what it admits in its metadata (`field(..., metadata=in_range(AT_LEAST_1))`);
-`check_ranges` refuses a value outside it with one error line (exit 2) before anything runs. A
-dataclass that trl's parser reads declares its ranges in a class attribute `RANGES` instead (that
-parser hands a field's metadata to argparse, which takes no other key than its own).
 Without it, a number that means nothing ran as something else: `--limit 0` ran every prompt,
 `--limit -3` all but the last three, and `--max-new-tokens 0` asked for empty replies that the
-retries then spent their budget on. `build_config` checks every command's config; a dataclass
-parsed by another parser (trl's) calls `check_ranges` from its `__post_init__`.
+retries then spent their budget on. Now a config field says what it admits in its metadata
+(`field(..., metadata=in_range(AT_LEAST_1))`), and `check_ranges` refuses a value outside it with
+one error line (exit 2) before anything runs:
+
+- `build_config` checks every command's config; a config that composite commands also build
+  themselves (the evaluation's, the curation's) checks in its `__post_init__` too.
+- A dataclass that trl's parser reads declares its ranges in a class attribute `RANGES` (that
+  parser hands a field's metadata to argparse, which takes no key of ours) and checks them in its
+  `__post_init__`.
 """
 
 from __future__ import annotations

@@ -36,6 +36,12 @@ ROW_MULTIPLE = 8  # batch rows are padded to a multiple of this (fewer distinct 
 LENGTH_MULTIPLE = 64  # cache columns likewise
 
 
+def capture_failure() -> str | None:
+    """Why a CUDA graph capture failed in this process (later batches then decode eagerly); None
+    if none has: what a benchmark reports beside the static path's speed."""
+    return _GRAPHS_FAILED
+
+
 def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
 
