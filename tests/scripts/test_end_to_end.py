@@ -115,3 +115,21 @@ def test_writers_on_weak_or_their_own_signals_are_marked_in_every_table(story, t
     assert labels["tuned_principle"] == "tuned_principle [self-graded by principles]"
     assert labels["base"] == "base" and labels["tuned"] == "tuned"
     assert flow.labels({"kl"})["tuned_principle"] == "tuned_principle"  # not scored by its signal: no mark
+
+
+def test_make_setup_installs_the_torch_that_pyproject_pins(tmp_path):
+    """The Makefile installs torch first (so nothing else picks its build), at the version it reads
+    from pyproject.toml: a pin bumped there cannot leave the set-up installing the old one."""
+    import shutil
+    import subprocess
+    import tomllib
+    from pathlib import Path
+
+    if shutil.which("make") is None:
+        pytest.skip("no make")
+    repo = Path(__file__).resolve().parents[2]
+    deps = tomllib.loads((repo / "pyproject.toml").read_text())["project"]["dependencies"]
+    pin = next(d for d in deps if d.startswith("torch=="))
+    out = subprocess.run(["make", "-n", "-B", "setup", f"VENV={tmp_path / 'venv'}"], cwd=repo, capture_output=True,
+                         text=True, check=True).stdout
+    assert f"pip install -q {pin} " in out
