@@ -35,12 +35,12 @@ from eval.rubric import MODES, load_rubric
 from eval.signals import Signals, curation_scorer
 from eval.stories import load_stories
 from eval.text import sanitize
-from generate.backends import BackendOptions, Model, RetryStats
+from generate.backends import BackendOptions, Model, RetryStats, check_spec
 from generate.backends.options import DEFAULT_MODEL, batch_size_option
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl
 from generate.common.manifest import sha256_text, write_manifest
-from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, TOP_P, check_ranges, in_range
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, TOP_P, OneOf, check_options, checked, in_range
 from generate.common.resumable import Resumable, resumable, settings_of, text_hashes
 from generate.common.timing import Timer
 from generate.journal import Journal
@@ -70,9 +70,9 @@ class EvalConfig(BackendOptions):
 
     stories: list[str] = field(default_factory=list, metadata={"help": "stories.jsonl file(s) of generation runs"})
     out: str | None = field(default=None, metadata={"help": "output directory (default: <first stories dir>/eval)"})
-    judge: str = field(default=DEFAULT_MODEL, metadata={"help": "judge model spec"})
-    judge_mode: str = field(default="logprob",
-                            metadata={"help": "logprob (expected digit) | sample (paper: K replies)"})
+    judge: str = field(default=DEFAULT_MODEL, metadata=checked(check_spec, help="judge model spec"))
+    judge_mode: str = field(default="logprob", metadata=checked(
+        OneOf(MODES), help="logprob (expected digit), sample (paper: K replies)"))
     samples: int = field(default=3, metadata=in_range(AT_LEAST_1, help="sample mode: replies per story and aspect"))
     max_parse_retries: int = field(default=2, metadata=in_range(
         NON_NEGATIVE, help="sample mode: re-asks of an unparseable reply"))
@@ -81,7 +81,8 @@ class EvalConfig(BackendOptions):
     judge_max_new_tokens: int = field(default=192, metadata=in_range(AT_LEAST_1, help="sample mode: reply budget"))
     rubric: str | None = field(default=None, metadata={"help": "rubric YAML (default: configs/judge/rubric.yaml)"})
     no_judge: bool = field(default=False, metadata={"help": "skip the LLM judge"})
-    scorer: str | None = field(default=None, metadata={"help": "surprisal model spec (default: each story's writer)"})
+    scorer: str | None = field(default=None, metadata=checked(
+        check_spec, help="surprisal model spec (default: each story's writer)"))
     no_surprisal: bool = field(default=False, metadata={"help": "skip surprisal"})
     reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int | None = field(default=None, metadata=in_range(
@@ -101,9 +102,7 @@ class EvalConfig(BackendOptions):
     def __post_init__(self) -> None:
         if isinstance(self.stories, str):
             self.stories = [self.stories]
-        if self.judge_mode not in MODES:
-            raise UsageError(f"unknown judge mode {self.judge_mode!r}; expected one of: {', '.join(MODES)}")
-        check_ranges(self)  # also where a composite command builds this config itself
+        check_options(self)  # also where a composite command builds this config itself
 
     def output_dir(self) -> Path:
         return Path(self.out) if self.out else Path(self.stories[0]).parent / "eval"

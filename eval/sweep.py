@@ -28,14 +28,17 @@ from eval.corpus.resolve import reference_dir_option
 from eval.metrics.catalog import JUDGE, Catalog
 from eval.plotting import pyplot
 from eval.report import CELL_NOTE, cell, read_summary
+from eval.rubric import MODES
 from eval.run import EvalConfig, Evaluator
-from generate.backends import ModelOptions
+from generate.backends import ModelOptions, check_spec
 from generate.backends.options import batch_size_option
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, in_range
+from generate.common.ranges import AT_LEAST_1, OneOf, checked, in_range
+from generate.datasets import check_dataset
+from generate.frameworks import FRAMEWORKS
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 
 log = logging.getLogger("sweep")
@@ -47,13 +50,13 @@ EXAMPLE = "review-lab sweep --framework review --grid rounds=1,2,3 --grid agents
 class SweepConfig(ModelOptions):
     batch_size: int = batch_size_option(8)
     grid: list[str] = field(default_factory=list, metadata={"help": "NAME=v1,v2,... (one per swept setting)"})
-    framework: str = "review"
-    dataset: str = "default"
+    framework: str = field(default="review", metadata=checked(OneOf(FRAMEWORKS)))
+    dataset: str = field(default="default", metadata=checked(check_dataset))
     limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="N prompts, taken across aspects in turn"))
     max_new_tokens: int = field(default=400, metadata=in_range(AT_LEAST_1))
-    judge: str | None = field(default=None, metadata={"help": "judge spec (default: the writer)"})
-    judge_mode: str = "logprob"
+    judge: str | None = field(default=None, metadata=checked(check_spec, help="judge spec (default: the writer)"))
+    judge_mode: str = field(default="logprob", metadata=checked(OneOf(MODES)))
     reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int | None = field(default=None, metadata=in_range(AT_LEAST_1))
     seed: int = 0

@@ -141,3 +141,9 @@ def dataset_sha256(spec: str | Path) -> str:
     """SHA-256 of the dataset file's bytes (for a name, of the file it resolves to): what a
     comparison checks to know two runs were given the same prompts."""
     return sha256_bytes(dataset_path(spec).read_bytes())
+
+
+def check_dataset(spec: str) -> None:
+    """Refuse a dataset that cannot be loaded: a config's declared check (`generate.common.ranges`),
+    so a misspelt `--dataset` stops a command before it writes a manifest."""
+    load_dataset(spec)

@@ -31,12 +31,12 @@ from generate.backends.options import batch_size_option
 from generate.clean import clean_reply
 from generate.common import machine
 from generate.common.errors import PartialFailure
-from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, in_range
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, OneOf, checked, in_range
 from generate.common.jsonl import append_jsonl
 from generate.common.manifest import sha256_text, write_manifest
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, done_ids, resumable, text_hashes
-from generate.datasets import Task, dataset_sha256, load_dataset, spread_over_aspects
-from generate.frameworks import Call, Settings, Step, get_framework
+from generate.datasets import Task, check_dataset, dataset_sha256, load_dataset, spread_over_aspects
+from generate.frameworks import FRAMEWORKS, REVIEW_VARIANTS, Call, Settings, Step, get_framework
 from generate.journal import FailureLog, Journal, call_seed
 from generate.phases import drive
 from generate.phases_profile import PhaseProfile, recorded_phases
@@ -54,15 +54,16 @@ NOUN = "a run"
 
 @dataclass
 class RunConfig(ModelOptions):
-    framework: str = field(default="review", metadata={"help": "single | teacher | debate | discussion | review"})
-    dataset: str = field(default="default", metadata={"help": "default, scifi100, or a .json/.jsonl path"})
+    framework: str = field(default="review", metadata=checked(OneOf(FRAMEWORKS)))
+    dataset: str = field(default="default", metadata=checked(check_dataset, help="default, scifi100, or a .json/.jsonl path"))
     out: str = field(default="runs/review", metadata={"help": "output directory"})
     limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="N prompts only, taken across aspects in turn"))
     agents: int = field(default=3, metadata=in_range(AT_LEAST_1))
     rounds: int = field(default=3, metadata=in_range(AT_LEAST_1))
-    review_variant: str = field(default="paper", metadata={
-        "help": "Review: paper (reviewers only read peers' initial drafts) | public_code (peers' latest drafts)"})
+    review_variant: str = field(default="paper", metadata=checked(
+        OneOf(REVIEW_VARIANTS), help="Review: paper (reviewers only read peers' initial drafts), public_code (peers' "
+                                     "latest drafts)"))
     max_new_tokens: int = field(default=400, metadata=in_range(AT_LEAST_1))
     temperature: float = field(default=0.9, metadata=in_range(NON_NEGATIVE))
     top_p: float = field(default=0.9, metadata=in_range(TOP_P))

@@ -1,6 +1,8 @@
 """A number outside an option's range is one error line, not a run that quietly does something
 else (`--limit 0` ran every prompt, `--limit -3` all but the last three); and every numeric option
-of every command declares its range, so a new one cannot be added without it."""
+of every command declares its range, so a new one cannot be added without it. Likewise a model
+spec, a dataset or a value from a fixed set is checked when the options are read: a misspelt
+`--judge-mode` once stopped a benchmark only after it had generated its first framework."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from generate.common.errors import UsageError
-from generate.common.ranges import AT_LEAST_1, FRACTION, HELD_OUT, NON_NEGATIVE, POSITIVE, TOP_P, Range, range_of
+from generate.common.ranges import (AT_LEAST_1, FRACTION, HELD_OUT, NON_NEGATIVE, POSITIVE, TOP_P, OneOf, Range, check_of,
+                                    range_of)
 from train import cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -69,6 +72,33 @@ def test_every_numeric_option_of_every_command_declares_its_range():
     assert not missing, f"numeric options without a declared range: {missing}"
 
 
+# Options whose value names a model, a dataset or one of a fixed set, by field name: each must
+# declare its check. (`signals` is checked by its config's own __post_init__, an empty list too.)
+CHECKED = {"model", "judge", "scorer", "framework", "frameworks", "judge_mode", "verdict", "review_variant",
+           "reward_gate", "dataset", "eval_dataset", "without"}
+UNCHECKED = {("ScriptArguments", "dataset")}  # trl's parser reads recipes whose data a test may not have
+
+
+def test_every_option_naming_a_model_dataset_or_choice_declares_its_check():
+    missing = []
+    for module, names in CONFIGS.items():
+        for name in names:
+            cls = getattr(importlib.import_module(module), name)
+            missing += [f"{name}.{f.name}" for f in dataclasses.fields(cls)
+                        if f.name in CHECKED and (name, f.name) not in UNCHECKED and check_of(cls, f) is None]
+    assert not missing, f"options without a declared check: {missing}"
+
+
+def test_one_of_reads_a_registry_when_it_checks():
+    registry = {"a": 1}
+    check = OneOf(registry)
+    registry["b"] = 2  # registered after the field was declared
+    check("b")
+    check(["a", "b"])
+    with pytest.raises(UsageError, match="'c', 'd' is not one of: a, b"):
+        check(["a", "c", "d"])
+
+
 def run(argv: list[str], capsys) -> tuple[int, str]:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)
@@ -88,6 +118,19 @@ def run(argv: list[str], capsys) -> tuple[int, str]:
     (["curate", "--threshold", "1"], "--threshold must be in [0, 1), got 1.0"),
     (["principles", "optimize", "--attacks", "0"], "--attacks must be >= 1, got 0"),
     (["story", "--max-steps", "0"], "--max-steps must be >= 1, got 0"),
+    (["benchmark", "--judge-mode", "vote"], "--judge-mode: 'vote' is not one of: sample, logprob"),
+    (["benchmark", "--judge", "gpt-9"], "--judge: unknown model 'gpt-9'; expected one of: hf:<model>, openai:<model>, "
+                                        "vllm:<model>, smollm2-135m-instruct"),
+    (["benchmark", "--frameworks", "single", "brainstorm"], "--frameworks: 'brainstorm' is not one of: debate, "
+                                                            "discussion, review, single, teacher"),
+    (["benchmark", "--dataset", "nope.json"], "--dataset: dataset not found: nope.json"),
+    (["sweep", "--grid", "rounds=1,2", "--judge-mode", "vote"], "--judge-mode: 'vote' is not one of: sample, logprob"),
+    (["generate", "--model", "gpt-9", "--framework", "single"], "--model: unknown model 'gpt-9'; expected one of: "
+                                                                "hf:<model>, openai:<model>, vllm:<model>, "
+                                                                "smollm2-135m-instruct"),
+    (["generate", "--review-variant", "latest"], "--review-variant: 'latest' is not one of: paper, public_code"),
+    (["story", "--eval-dataset", "nope.json"], "--eval-dataset: dataset not found: nope.json"),
+    (["curate", "--without", "retrieval"], "--without: 'retrieval' is not one of: positive, negative, judge, reflect"),
 ])
 def test_a_number_out_of_range_is_one_error_line_before_anything_runs(argv, message, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)  # nothing may be written: the directory stays empty
@@ -118,6 +161,8 @@ def test_the_training_scripts_arguments_refuse_too():
         ScriptArguments(eval_fraction=1.5)
     with pytest.raises(UsageError, match="--eval-fraction"):
         RMScriptArguments(eval_fraction=-0.1)
+    with pytest.raises(UsageError, match="--reward-gate: 'quality' is not one of: none, judge"):
+        ScriptArguments(reward_gate="quality")
 
 
 def test_help_shows_each_range(capsys):
@@ -125,3 +170,5 @@ def test_help_shows_each_range(capsys):
         cli.main(["generate", "--help"])
     out = " ".join(capsys.readouterr().out.split())  # argparse wraps the help
     assert "N prompts only, taken across aspects in turn (>= 1)" in out and "--top-p TOP_P (in (0, 1])" in out
+    assert "--review-variant REVIEW_VARIANT Review: paper (reviewers only read peers' initial drafts), public_code " \
+           "(peers' latest drafts) (one of: paper, public_code)" in out

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 from generate.common.errors import UsageError
-from generate.common.ranges import HELD_OUT, Range, check_ranges
+from generate.common.ranges import HELD_OUT, OneOf, Range, check_options
+from rewards.gate import GATES
 
 
 @dataclass
@@ -29,6 +31,7 @@ class ScriptArguments:
     """
 
     RANGES: ClassVar[dict[str, Range]] = {"eval_fraction": HELD_OUT}  # trl's parser reads this class
+    CHECKS: ClassVar[dict[str, Callable[[Any], None]]] = {"reward_gate": OneOf(GATES)}
 
     dataset: str = field(default="default", metadata={"help": "default, scifi100, or a .json/.jsonl path"})
     eval_fraction: float = field(default=0.2, metadata={"help": "share of prompts held out (by aspect)"})
@@ -37,13 +40,13 @@ class ScriptArguments:
                                     metadata={"help": "reward names, in reward_weights order"})
     reward_options: dict[str, Any] | str | None = field(
         default=None, metadata={"help": 'per-reward options, e.g. \'{"length": {"target_words": 300}}\''})
-    reward_gate: str = field(default="none", metadata={"help": "none | judge: gate novelty rewards on judge quality"})
+    reward_gate: str = field(default="none", metadata={"help": "none, judge: gate novelty rewards on judge quality"})
     save_merged: bool = field(default=True, metadata={"help": "save the merged model in <output_dir>/merged"})
     allow_weak_signal: bool = field(default=False, metadata={
         "help": "train on a learned signal whose held-out interval includes chance (recorded, marked in tables)"})
 
     def __post_init__(self) -> None:
-        check_ranges(self)  # trl's parser builds this class, not `build_config`
+        check_options(self)  # trl's parser builds this class, not `build_config`
         if isinstance(self.reward_options, str):
             try:
                 self.reward_options = json.loads(self.reward_options)

@@ -30,11 +30,11 @@ from pathlib import Path
 import numpy as np
 from trl import GRPOConfig
 
-from generate.backends import ChatRequest, SamplingParams, load_model
+from generate.backends import ChatRequest, SamplingParams, check_spec, load_model
 from generate.common.config import add_dataclass_args, build_config, load_yaml, new_parser
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, check_ranges, in_range
+from generate.common.ranges import AT_LEAST_1, check_options, checked, in_range
 from generate.datasets import load_dataset
 from generate.journal import derive_seed
 from generate.prompts import load_prompts
@@ -105,14 +105,16 @@ def _mean(values: list) -> float:
 class HeldoutConfig:
     config: str = field(default="", metadata={"help": "the GRPO recipe the models were trained with"})
     split: str = field(default="", metadata={"help": "split.json of the training run (or its directory)"})
-    model: list[str] = field(default_factory=list, metadata={"help": "label=spec (or a spec); first = baseline"})
+    model: list[str] = field(default_factory=list, metadata=checked(
+        lambda items: [check_spec(item.rpartition("=")[2]) for item in items],
+        help="label=spec (or a spec); first = baseline"))
     samples: int = field(default=4, metadata=in_range(AT_LEAST_1, help="stories per held-out prompt and model"))
     out: str | None = field(default=None, metadata={"help": "directory for heldout.json and manifest.json"})
 
     def __post_init__(self) -> None:
         if not self.config or not self.split or not self.model:
             raise UsageError("--config (the GRPO recipe), --split and at least one --model are required")
-        check_ranges(self)
+        check_options(self)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

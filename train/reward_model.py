@@ -41,7 +41,7 @@ from generate.common.cli import run_cli
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import sha256_bytes, sha256_text, write_manifest
-from generate.common.ranges import HELD_OUT, Range, check_ranges
+from generate.common.ranges import HELD_OUT, Range, check_options
 from generate.datasets import Task
 from rewards.signal_check import MIN_HELDOUT_GROUPS, group_bootstrap
 from train.model import resolve_model_path
@@ -63,7 +63,7 @@ class RMScriptArguments:
     save_merged: bool = field(default=True, metadata={"help": "save the merged model in <output_dir>/merged"})
 
     def __post_init__(self) -> None:
-        check_ranges(self)  # trl's parser builds this class, not `build_config`
+        check_options(self)  # trl's parser builds this class, not `build_config`
 
 
 def load_pairs(paths: list[str]) -> list[dict]:

@@ -48,8 +48,8 @@ from generate.backends import load_model
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, in_range
-from generate.datasets import Task, load_dataset, spread_over_aspects
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, checked, in_range
+from generate.datasets import Task, check_dataset, load_dataset, spread_over_aspects
 from generate.common.paths import REPO_ROOT
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 from train import signals as signal_steps
@@ -76,8 +76,9 @@ class StoryConfig:
                                metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
     max_steps: int | None = field(default=None, metadata=in_range(AT_LEAST_1, help="override the recipes' GRPO steps"))
     max_new_tokens: int = field(default=160, metadata=in_range(AT_LEAST_1))
-    eval_dataset: str = field(default="heldout", metadata={
-        "help": "evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"})
+    eval_dataset: str = field(default="heldout", metadata=checked(
+        lambda spec: spec == "heldout" or check_dataset(spec),
+        help="evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"))
     eval_limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="at most N evaluation prompts, across aspects"))
     reference_dir: str | None = reference_dir_option()

@@ -24,15 +24,17 @@ from pathlib import Path
 
 from eval.benchmark.table import write_benchmark
 from eval.corpus.resolve import one_notice, reference_dir_option
+from eval.rubric import MODES
 from eval.run import EvalConfig, Evaluator
 from eval.view import write_view
-from generate.backends import ModelOptions
+from generate.backends import ModelOptions, check_spec
 from generate.backends.options import batch_size_option
 from generate.common import machine
 from generate.common.config import parse_config
-from generate.common.errors import PartialFailure, UsageError
+from generate.common.errors import PartialFailure
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, in_range
+from generate.common.ranges import AT_LEAST_1, OneOf, checked, in_range
+from generate.datasets import check_dataset
 from generate.frameworks import FRAMEWORKS
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 
@@ -47,23 +49,18 @@ class BenchmarkConfig(ModelOptions):
     is the writer unless `--judge` names another model, reached with the same options."""
 
     batch_size: int = batch_size_option(48)
-    dataset: str = "default"
+    dataset: str = field(default="default", metadata=checked(check_dataset))
     limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="N prompts, taken across aspects in turn"))
     out: str = "runs/benchmark"
-    frameworks: list[str] = field(default_factory=lambda: list(ORDER))
+    frameworks: list[str] = field(default_factory=lambda: list(ORDER), metadata=checked(OneOf(FRAMEWORKS)))
     max_new_tokens: int = field(default=400, metadata=in_range(AT_LEAST_1))
     seed: int = 0
-    judge: str | None = field(default=None, metadata={"help": "judge model spec (default: the writer)"})
-    judge_mode: str = field(default="logprob", metadata={"help": "logprob | sample"})
+    judge: str | None = field(default=None, metadata=checked(check_spec, help="judge model spec (default: the writer)"))
+    judge_mode: str = field(default="logprob", metadata=checked(OneOf(MODES)))
     reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int | None = field(default=None, metadata=in_range(AT_LEAST_1))
     no_eval: bool = field(default=False, metadata={"help": "generate only"})
-
-    def __post_init__(self) -> None:
-        unknown = [f for f in self.frameworks if f not in FRAMEWORKS]
-        if unknown:
-            raise UsageError(f"unknown framework(s) {', '.join(unknown)}; choose from {', '.join(sorted(FRAMEWORKS))}")
 
 
 @one_notice()  # five evaluations, one "reference metrics unavailable" line

@@ -26,7 +26,7 @@ from eval.compare.runs import load_run, parse_run_spec
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, FRACTION, check_ranges, in_range
+from generate.common.ranges import AT_LEAST_1, FRACTION, check_options, in_range
 
 EXAMPLE = "review-lab compare --run base=runs/benchmark/single --run review=runs/benchmark/review --out runs/compare"
 
@@ -48,7 +48,7 @@ class CompareConfig:
             raise UsageError("no runs given (--run base=DIR --run other=DIR)")
         if not self.out:
             raise UsageError("--out is required")
-        check_ranges(self)
+        check_options(self)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

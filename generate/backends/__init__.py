@@ -1,53 +1,27 @@
-"""Backend registry: a spec string picks the engine (`hf:`, `openai:`, `vllm:` or an alias).
+"""Backend registry: a spec string picks the engine (`hf:`, `openai:`, `vllm:` or an alias;
+read in `specs`).
 
 Backends are imported lazily so that, e.g., vLLM is only needed when a `vllm:` spec is used.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob, numerics_change
 from generate.backends.model import DEFAULT_RETRY_BUDGET, BackendUnavailable, Model, RetryPolicy, RetryStats, gave_up
 from generate.backends.options import BackendOptions, ModelOptions, backend_options
+from generate.backends.specs import ALIASES, BACKENDS, check_spec, import_target, resolve_spec
 from generate.common.errors import UsageError
 
-BACKENDS: dict[str, str] = {
-    "hf": "generate.backends.hf:HFBackend",
-    "openai": "generate.backends.openai_backend:OpenAIBackend",
-    "vllm": "generate.backends.vllm_backend:VLLMBackend",
-}
-
-# Alias -> function returning a full spec; the embedded default needs a one-time conversion.
-ALIASES: dict[str, str] = {
-    "smollm2-135m-instruct": "generate.backends.embedded:smollm2_spec",
-}
-
-__all__ = ["Backend", "BackendOptions", "BackendUnavailable", "ChatRequest", "Completion", "Model", "ModelOptions",
+__all__ = ["ALIASES", "BACKENDS", "Backend", "BackendOptions", "BackendUnavailable", "ChatRequest", "Completion", "Model", "ModelOptions",
            "RetryPolicy", "RetryStats", "SamplingParams", "TokenLogprob", "backend_options", "gave_up",
-           "load_backend", "load_model", "numerics_change", "resolve_spec"]
-
-
-def _import(target: str) -> Any:
-    module, attr = target.split(":")
-    return getattr(importlib.import_module(module), attr)
-
-
-def resolve_spec(spec: str) -> tuple[str, str]:
-    """Split `kind:name`, expanding aliases; an unknown kind lists the valid ones."""
-    if spec in ALIASES:
-        spec = _import(ALIASES[spec])()
-    kind, sep, name = spec.partition(":")
-    if not sep or kind not in BACKENDS or not name:
-        valid = ", ".join([f"{k}:<model>" for k in BACKENDS] + list(ALIASES))
-        raise UsageError(f"unknown model {spec!r}; expected one of: {valid}")
-    return kind, name
+           "check_spec", "load_backend", "load_model", "numerics_change", "resolve_spec"]
 
 
 def load_backend(spec: str, **options: Any) -> Backend:
     kind, name = resolve_spec(spec)
-    cls = _import(BACKENDS[kind])
+    cls = import_target(BACKENDS[kind])
     try:
         return cls(name, **options)
     except TypeError as exc:

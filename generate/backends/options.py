@@ -15,7 +15,8 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any
 
 from generate.backends.model import DEFAULT_RETRY_BUDGET
-from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, in_range
+from generate.backends.specs import check_spec
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, checked, in_range
 
 if TYPE_CHECKING:
     from generate.backends.model import Model
@@ -78,7 +79,7 @@ class BackendOptions:
 
 @dataclass
 class _Model:
-    model: str = field(default=DEFAULT_MODEL, metadata={"help": MODEL_HELP})
+    model: str = field(default=DEFAULT_MODEL, metadata=checked(check_spec, help=MODEL_HELP))
 
 
 @dataclass

@@ -18,7 +18,7 @@ from typing import Any, NoReturn, TypeVar
 import yaml
 
 from generate.common.errors import UsageError
-from generate.common.ranges import check_ranges, range_of
+from generate.common.ranges import OneOf, check_of, check_options, range_of
 
 T = TypeVar("T")
 
@@ -59,7 +59,7 @@ def build_config(cls: type[T], config_path: str | Path | None, overrides: dict[s
         cfg = cls(**values)
     except TypeError as exc:
         raise UsageError(str(exc)) from None
-    check_ranges(cfg)
+    check_options(cfg)
     return cfg
 
 
@@ -124,6 +124,8 @@ def add_dataclass_args(parser: argparse.ArgumentParser, cls: type, skip: tuple[s
         help_text = f.metadata.get("help", "")
         if (rng := range_of(cls, f)) is not None:
             help_text = f"{help_text} ({rng})".lstrip()
+        if isinstance(check := check_of(cls, f), OneOf):
+            help_text = f"{help_text} ({check})".lstrip()
         if kind is bool:
             options = flag_options(f.name)
             parser.add_argument(*options, dest=f.name, action=Flag, values=options, default=None, help=help_text)

@@ -1,21 +1,25 @@
-"""The valid values of a numeric option, declared with the option and checked in one place.
+"""The valid values of an option, declared with the option and checked in one place.
 
 Without it, a number that means nothing ran as something else: `--limit 0` ran every prompt,
 `--limit -3` all but the last three, and `--max-new-tokens 0` asked for empty replies that the
 retries then spent their budget on. Now a config field says what it admits in its metadata
-(`field(..., metadata=in_range(AT_LEAST_1))`), and `check_ranges` refuses a value outside it with
-one error line (exit 2) before anything runs:
+(`field(..., metadata=in_range(AT_LEAST_1))`), and `check_options` refuses a value outside it with
+one error line (exit 2) before anything runs. A field whose values are not numbers declares a
+check instead (`metadata=checked(OneOf(MODES))`, a model spec's `check_spec`, a dataset's
+`check_dataset`), refused the same way, so a misspelt `--judge-mode` stops a benchmark before it
+generates, not after its first framework:
 
 - `build_config` checks every command's config; a config that composite commands also build
   themselves (the evaluation's, the curation's) checks in its `__post_init__` too.
-- A dataclass that trl's parser reads declares its ranges in a class attribute `RANGES` (that
-  parser hands a field's metadata to argparse, which takes no key of ours) and checks them in its
-  `__post_init__`.
+- A dataclass that trl's parser reads declares its ranges and checks in class attributes `RANGES`
+  and `CHECKS` (that parser hands a field's metadata to argparse, which takes no key of ours) and
+  checks them in its `__post_init__`.
 """
 
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -58,16 +62,51 @@ def in_range(rng: Range, **metadata: Any) -> dict[str, Any]:
     return {**metadata, "range": rng}
 
 
+@dataclass(frozen=True)
+class OneOf:
+    """A string option's admitted values (for a list option, each item's). `choices` may be a
+    registry that fills as its modules import: it is read when a value is checked."""
+
+    choices: Collection[str]
+
+    def __call__(self, value: str | list[str]) -> None:
+        bad = [v for v in (value if isinstance(value, list) else [value]) if v not in self.choices]
+        if bad:
+            raise UsageError(f"{', '.join(map(repr, bad))} is not {self}")
+
+    def __str__(self) -> str:
+        return f"one of: {', '.join(self.choices)}"
+
+
+def checked(check: Callable[[Any], None], **metadata: Any) -> dict[str, Any]:
+    """A field's metadata with a check that raises `UsageError` on a bad value (None is never
+    checked): `OneOf(...)`, a model spec's `check_spec`, a dataset's `check_dataset`."""
+    return {**metadata, "check": check}
+
+
+def check_of(cls: type, f: dataclasses.Field) -> Callable[[Any], None] | None:
+    """The check a field of `cls` declares: in its metadata, or in the class's `CHECKS`."""
+    return f.metadata.get("check") or getattr(cls, "CHECKS", {}).get(f.name)
+
+
 def range_of(cls: type, f: dataclasses.Field) -> Range | None:
     """The range a field of `cls` declares: in its metadata, or in the class's `RANGES`."""
     return f.metadata.get("range") or getattr(cls, "RANGES", {}).get(f.name)
 
 
-def check_ranges(cfg: Any) -> None:
+def check_options(cfg: Any) -> None:
     """Refuse the first field of the dataclass `cfg` whose value lies outside its declared range
-    (None, an option not given, passes)."""
+    or fails its declared check (None, an option not given, passes)."""
     for f in dataclasses.fields(cfg):
         rng = range_of(type(cfg), f)
         value = getattr(cfg, f.name)
-        if rng is not None and value is not None and not rng.admits(value):
-            raise UsageError(f"--{f.name.replace('_', '-')} must be {rng}, got {value}")
+        if value is None:
+            continue
+        flag = f"--{f.name.replace('_', '-')}"
+        if rng is not None and not rng.admits(value):
+            raise UsageError(f"{flag} must be {rng}, got {value}")
+        if (check := check_of(type(cfg), f)) is not None:
+            try:
+                check(value)
+            except UsageError as exc:
+                raise UsageError(f"{flag}: {exc}") from None

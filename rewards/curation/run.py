@@ -36,7 +36,7 @@ from generate.backends.options import batch_size_option
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, rewrite_jsonl
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, Range, check_ranges, in_range
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, OneOf, Range, check_options, checked, in_range
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, settings_of, text_hashes
 from generate.journal import FailureLog, Journal
 from generate.prompts import load_prompts
@@ -66,9 +66,9 @@ class CurateConfig(ModelOptions):
         NON_NEGATIVE, help="retrieved examples per prompt (0: no Retrieval agent)"))
     exemplar_words: int = field(default=120, metadata=in_range(
         AT_LEAST_1, help="words of each retrieved example shown"))
-    without: list[str] = field(default_factory=list, metadata={
-        "help": "ablate agents: positive negative judge reflect"})
-    verdict: str = field(default="logprob", metadata={"help": "logprob (digit probabilities) | sample (parsed reply)"})
+    without: list[str] = field(default_factory=list, metadata=checked(OneOf(ABLATABLE), help="ablate agents"))
+    verdict: str = field(default="logprob", metadata=checked(
+        OneOf(VERDICT_MODES), help="logprob (digit probabilities), sample (parsed reply)"))
     threshold: float = field(default=0.5, metadata=in_range(
         Range(0, 1, open_high=True), help="judge: good iff P(good) > threshold"))
     max_items: int = field(default=5, metadata=in_range(AT_LEAST_1))
@@ -88,11 +88,7 @@ class CurateConfig(ModelOptions):
 
     def __post_init__(self) -> None:
         self.without = sorted(set(self.without))
-        if unknown := set(self.without) - set(ABLATABLE):
-            raise UsageError(f"unknown --without {sorted(unknown)}; choose from: {', '.join(ABLATABLE)}")
-        if self.verdict not in VERDICT_MODES:
-            raise UsageError(f"unknown verdict mode {self.verdict!r}; choose one of: {', '.join(VERDICT_MODES)}")
-        check_ranges(self)
+        check_options(self)
 
 
 class Curator:

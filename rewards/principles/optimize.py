@@ -44,12 +44,13 @@ from pathlib import Path
 import yaml
 
 from eval.plotting import pyplot
+from eval.rubric import MODES
 from eval.scorers.principles import Detector, State, default_orders, load_state, load_templates
 from generate.backends import ChatRequest, Completion, Model, gave_up
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.files import write_text_atomic
 from generate.common.manifest import sha256_bytes, write_manifest
-from generate.common.ranges import AT_LEAST_1, FRACTION, NON_NEGATIVE, Range, in_range
+from generate.common.ranges import AT_LEAST_1, FRACTION, NON_NEGATIVE, OneOf, Range, checked, in_range
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, text_hashes
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions, load_labelled, split_examples
@@ -77,7 +78,7 @@ class OptimizeConfig(ModelOptions):
     out: str = "runs/principles"
     iterations: int = field(default=3, metadata=in_range(NON_NEGATIVE))
     reflect: bool = field(default=True, metadata={"help": "--no-reflect: the paper's ablation"})
-    verdict: str = field(default="logprob", metadata={"help": "logprob (P(good)) | sample (0/1)"})
+    verdict: str = field(default="logprob", metadata=checked(OneOf(MODES), help="logprob (P(good)), sample (0/1)"))
     orders: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="label orders per verdict (logprob: 2)"))
     heldout_fraction: float | None = field(default=None, metadata=in_range(

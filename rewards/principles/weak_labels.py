@@ -36,11 +36,11 @@ from pathlib import Path
 from eval.corpus.resolve import reference_dir, reference_dir_option
 from eval.scorers.principles.texts import Templates, load_state, load_templates
 from eval.text import chunk_words, strip_gutenberg
-from generate.backends import Model
+from generate.backends import Model, check_spec
 from generate.common.errors import UsageError
 from generate.common.files import write_text_atomic
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, FRACTION, in_range
+from generate.common.ranges import AT_LEAST_1, FRACTION, checked, in_range
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions
 from rewards.principles.protocols import Example, damage, run_phases
@@ -53,7 +53,8 @@ _NOT_PROSE = re.compile(r"gutenberg|chapter\b|contents\b|https?:|www\.|\[illustr
 
 @dataclass
 class WeakLabelConfig(ModelOptions):
-    model: str | None = field(default=None, metadata={"help": "Generator for model degradations (none: rules only)"})
+    model: str | None = field(default=None, metadata=checked(
+        check_spec, help="Generator for model degradations (none: rules only)"))
     reference_dir: str | None = reference_dir_option()
     out: str = "runs/principles/weak.jsonl"
     works: int | None = field(default=None, metadata=in_range(

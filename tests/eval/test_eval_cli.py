@@ -49,11 +49,11 @@ def write_stories(directory: Path, writer: str = "fake-writer") -> list[Path]:
 class Fakes:
     def __init__(self) -> None:
         self.judge = ScriptedBackend({"logic": ["Score: 2"], "ethics": ["no idea"], "*": ["Score: 4"]})
-        self.models = {"fake-judge": model(self.judge), "fake-writer": model(FakeScorer())}
+        self.models = {"hf:fake-judge": model(self.judge), "fake-writer": model(FakeScorer())}
 
 
 def evaluate(files: list[Path], out: Path, fakes: Fakes, embedder, **options) -> Path:
-    cfg = EvalConfig(stories=[str(f) for f in files], out=str(out), judge="fake-judge", judge_mode="sample",
+    cfg = EvalConfig(stories=[str(f) for f in files], out=str(out), judge="hf:fake-judge", judge_mode="sample",
                      samples=2, max_parse_retries=1, **options)
     return Evaluator(cfg, models=fakes.models, embedder=embedder).run()
 
@@ -168,7 +168,7 @@ def test_changed_settings_do_not_mix_into_an_old_evaluation(tmp_path, counting_e
     files = write_stories(tmp_path)
     out = evaluate(files, tmp_path / "eval", Fakes(), counting_embedder)
     with pytest.raises(UsageError, match="samples=2"):
-        cfg = EvalConfig(stories=[str(f) for f in files], out=str(out), judge="fake-judge", judge_mode="sample",
+        cfg = EvalConfig(stories=[str(f) for f in files], out=str(out), judge="hf:fake-judge", judge_mode="sample",
                          samples=3, max_parse_retries=1)
         Evaluator(cfg, models=Fakes().models, embedder=counting_embedder).run()
 
@@ -236,7 +236,7 @@ def test_unknown_judge_mode_and_config_key_are_usage_errors(tmp_path, capsys) ->
     with pytest.raises(SystemExit) as exit_info:
         run_cli(main, ["--stories", str(review), "--judge-mode", "vote"])
     assert exit_info.value.code == 2
-    assert "unknown judge mode 'vote'" in capsys.readouterr().err
+    assert "--judge-mode: 'vote' is not one of: sample, logprob" in capsys.readouterr().err
     config = tmp_path / "eval.yaml"
     config.write_text(f"stories: [{review}]\njudge_samples: 3\n")
     with pytest.raises(UsageError, match="unknown config key"):
@@ -326,7 +326,7 @@ def test_a_score_missing_for_a_transient_cause_is_scored_again_by_the_next_run(t
     clean = evaluate(files, tmp_path / "clean", Fakes(), counting_embedder, reference_dir=str(tiny_corpus))
     fakes = Fakes()
     fakes.judge = DownFor("Lichen")
-    fakes.models["fake-judge"] = model(fakes.judge)
+    fakes.models["hf:fake-judge"] = model(fakes.judge)
     out = tmp_path / "eval"
     with pytest.raises(PartialFailure, match=r"^1 stor\(ies\) left to score, whose judge calls failed for a "
                                              r"transient cause \(judge request failed: HTTP 503"):

@@ -59,9 +59,9 @@ def test_hostile_stories_are_scored_with_a_reason_for_every_missing_value(tmp_pa
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
     stories = write_stories(tmp_path / "run" / "stories.jsonl", "fake-writer")
     judge = ScriptedBackend({"*": ["Competent.\nScore: 3"]})
-    cfg = EvalConfig(stories=[str(stories)], out=str(tmp_path / "eval"), judge="fake-judge", judge_mode="sample",
+    cfg = EvalConfig(stories=[str(stories)], out=str(tmp_path / "eval"), judge="hf:fake-judge", judge_mode="sample",
                      samples=1, reference_dir=str(tiny_corpus))
-    models = {"fake-judge": model(judge), "fake-writer": model(FakeScorer())}
+    models = {"hf:fake-judge": model(judge), "fake-writer": model(FakeScorer())}
     out = Evaluator(cfg, models=models, embedder=counting_embedder).run()
     rows = scores(out)
     assert set(rows) == set(HOSTILE)

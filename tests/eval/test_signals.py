@@ -127,7 +127,7 @@ def test_signal_one_is_the_curation_verdict_on_each_story(tmp_path, counting_emb
     review.write_text("".join(json.dumps(r) + "\n" for r in rows_in))
     fakes = Fakes()
     backend = CurationBackend()
-    fakes.models["fake-judge"] = model_of(backend)
+    fakes.models["hf:fake-judge"] = model_of(backend)
     out = evaluate(files, tmp_path / "eval", fakes, counting_embedder, no_judge=True, curation_verdict=True)
     verdicts = {r["story_id"]: r["curation_good"] for r in rows(out)}
     assert verdicts == {"review/p1/humanistic": 1.0, "review/p1/ecological": 0.0, "single/p1/single": 0.0}

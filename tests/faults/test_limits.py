@@ -63,7 +63,7 @@ class OutOfMemoryOnHugeStories(Backend):
     supports_prefill = True
 
     def __init__(self, error: type[BaseException]):
-        super().__init__("oom-judge")
+        super().__init__("hf:oom-judge")
         self.error, self.batches = error, []
 
     async def generate(self, requests):
@@ -91,9 +91,9 @@ def test_judge_and_embedder_out_of_memory_on_one_story(tmp_path, monkeypatch, er
                                for i, t in enumerate(texts)))
     backend = OutOfMemoryOnHugeStories(error)
     model = Model(backend, policy=RetryPolicy(retries=1, backoff=0.01))
-    cfg = EvalConfig(stories=[str(stories)], out=str(tmp_path / "eval"), judge="oom-judge", rubric=str(RUBRIC),
+    cfg = EvalConfig(stories=[str(stories)], out=str(tmp_path / "eval"), judge="hf:oom-judge", rubric=str(RUBRIC),
                      no_surprisal=True, chunk_stories=8, reference_dir=str(write_corpus(tmp_path / "corpus")))
-    Evaluator(cfg, models={"oom-judge": model}, embedder=EmbedderOutOfMemory()).run()
+    Evaluator(cfg, models={"hf:oom-judge": model}, embedder=EmbedderOutOfMemory()).run()
     scores = {r["story_id"]: r for r in read_jsonl(tmp_path / "eval" / "scores.jsonl")}
     huge = scores["single/p1/w"]
     assert huge["concepts"] is None and "out of memory" in huge["missing"]["concepts"]
@@ -103,4 +103,4 @@ def test_judge_and_embedder_out_of_memory_on_one_story(tmp_path, monkeypatch, er
         assert scores[sid]["concepts"] is not None and scores[sid]["novelty_cos"] is not None
     assert backend.batches[0] == 3 and model.stats.split_batches == 1  # split once, then one by one
     manifest = json.loads((tmp_path / "eval" / "manifest.json").read_text())
-    assert manifest["reliability"]["oom-judge"]["failed_calls"] == {error.__name__: 1}
+    assert manifest["reliability"]["hf:oom-judge"]["failed_calls"] == {error.__name__: 1}

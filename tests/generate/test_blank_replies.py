@@ -145,7 +145,7 @@ def test_first_attempt_keeps_the_seed_derivation_of_existing_journals(tmp_path):
 def cli(tmp_path, backend, monkeypatch, capsys) -> tuple[int, str]:
     monkeypatch.setattr("generate.backends.load_model", lambda *a, **k: Model(backend))
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(main, ["--framework", "review", "--model", "echo", "--limit", "2", "--rounds", "2",
+        run_cli(main, ["--framework", "review", "--model", "hf:echo", "--limit", "2", "--rounds", "2",
                        "--out", str(tmp_path / "run")])
     return exit_info.value.code, capsys.readouterr().err
 

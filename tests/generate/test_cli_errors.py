@@ -20,7 +20,7 @@ def write(tmp_path, name, text):
 
 
 CASES = {
-    "unknown framework": (lambda t: ["--framework", "brainstorm"], "unknown framework"),
+    "unknown framework": (lambda t: ["--framework", "brainstorm"], "--framework: 'brainstorm' is not one of"),
     "unknown model": (lambda t: ["--model", "gpt-9"], "unknown model"),
     "missing dataset": (lambda t: ["--dataset", str(t / "nope.json")], "dataset not found"),
     "malformed dataset": (lambda t: ["--dataset", write(t, "d.json", "[1, 2")], "not valid JSON"),

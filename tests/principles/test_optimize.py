@@ -159,7 +159,7 @@ def test_labelled_data_and_splits(tmp_path):
 
 @pytest.mark.parametrize(("args", "message"), [
     ([], "--labelled DATA.jsonl is required"),
-    (["--verdict", "vibes"], "unknown verdict mode 'vibes'"),
+    (["--verdict", "vibes"], "--verdict: 'vibes' is not one of"),
     (["--verdict", "sample", "--orders", "2"], "label orders must be 1 or 2"),
     (["--heldout-fraction", "1.5"], "--heldout-fraction must be in (0, 1), got 1.5"),
 ])
