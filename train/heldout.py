@@ -101,13 +101,18 @@ def _mean(values: list) -> float:
     return sum(present) / len(present) if present else float("nan")
 
 
+def check_labelled_specs(items: list[str]) -> None:
+    """Each `label=spec` (or bare spec) names a model the registry knows."""
+    for item in items:
+        check_spec(item.rpartition("=")[2])
+
+
 @dataclass
 class HeldoutConfig:
     config: str = field(default="", metadata={"help": "the GRPO recipe the models were trained with"})
     split: str = field(default="", metadata={"help": "split.json of the training run (or its directory)"})
     model: list[str] = field(default_factory=list, metadata=checked(
-        lambda items: [check_spec(item.rpartition("=")[2]) for item in items],
-        help="label=spec (or a spec); first = baseline"))
+        check_labelled_specs, help="label=spec (or a spec); first = baseline"))
     samples: int = field(default=4, metadata=in_range(AT_LEAST_1, help="stories per held-out prompt and model"))
     out: str | None = field(default=None, metadata={"help": "directory for heldout.json and manifest.json"})
 

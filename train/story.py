@@ -69,6 +69,12 @@ EXAMPLE = "review-lab story --out runs/story --eval-dataset heldout --max-steps 
 SIGNALS_EXAMPLE = "review-lab signals --eval-dataset scifi100 --eval-limit 8"
 
 
+def check_eval_dataset(spec: str) -> None:
+    """`heldout` (the training run's own held-out split), else a dataset that loads."""
+    if spec != "heldout":
+        check_dataset(spec)
+
+
 @dataclass
 class StoryConfig:
     out: str = "runs/story"
@@ -77,8 +83,7 @@ class StoryConfig:
     max_steps: int | None = field(default=None, metadata=in_range(AT_LEAST_1, help="override the recipes' GRPO steps"))
     max_new_tokens: int = field(default=160, metadata=in_range(AT_LEAST_1))
     eval_dataset: str = field(default="heldout", metadata=checked(
-        lambda spec: spec == "heldout" or check_dataset(spec),
-        help="evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"))
+        check_eval_dataset, help="evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"))
     eval_limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="at most N evaluation prompts, across aspects"))
     reference_dir: str | None = reference_dir_option()

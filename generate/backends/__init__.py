@@ -14,9 +14,9 @@ from generate.backends.options import BackendOptions, ModelOptions, backend_opti
 from generate.backends.specs import ALIASES, BACKENDS, check_spec, import_target, resolve_spec
 from generate.common.errors import UsageError
 
-__all__ = ["ALIASES", "BACKENDS", "Backend", "BackendOptions", "BackendUnavailable", "ChatRequest", "Completion", "Model", "ModelOptions",
-           "RetryPolicy", "RetryStats", "SamplingParams", "TokenLogprob", "backend_options", "gave_up",
-           "check_spec", "load_backend", "load_model", "numerics_change", "resolve_spec"]
+__all__ = ["ALIASES", "BACKENDS", "Backend", "BackendOptions", "BackendUnavailable", "ChatRequest", "Completion",
+           "Model", "ModelOptions", "RetryPolicy", "RetryStats", "SamplingParams", "TokenLogprob", "backend_options",
+           "check_spec", "gave_up", "load_backend", "load_model", "numerics_change", "resolve_spec"]
 
 
 def load_backend(spec: str, **options: Any) -> Backend:

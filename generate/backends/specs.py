@@ -1,6 +1,6 @@
 """Model specs, read in one place: `kind:name` (`hf:`, `openai:`, `vllm:`) or an alias.
 
-`check_spec` is what a command's config runs on every model field (`metadata={"check": ...}`),
+`check_spec` is what a command's config runs on every model field (`metadata=checked(check_spec)`),
 so a misspelt `--judge` is refused before anything is written, not after a benchmark has
 generated its first framework. It resolves no alias: the embedded default converts its GGUF on
 first use, which is the backend's job, not the config's.
