@@ -126,5 +126,22 @@ def test_train_splits_accelerate_options_from_the_recipe():
 
 def test_the_launch_line_runs_accelerate_from_this_interpreter_on_the_package_script():
     cmd = accelerate_command("grpo.py", ["--num_processes", "2"], ["--config", "r.yaml"])
-    assert cmd[:3] == [sys.executable, "-m", "accelerate.commands.launch"]
-    assert Path(cmd[5]).is_file() and Path(cmd[5]).name == "grpo.py" and cmd[6:] == ["--config", "r.yaml"]
+    assert cmd[:4] == [sys.executable, "-m", "accelerate.commands.launch", "--quiet"]  # no launcher traceback
+    assert Path(cmd[6]).is_file() and Path(cmd[6]).name == "grpo.py" and cmd[7:] == ["--config", "r.yaml"]
+
+
+@pytest.mark.slow  # two launches of accelerate, each importing trl
+@pytest.mark.parametrize(("args", "message"), [
+    (["--config", "nowhere.yaml"], "error: config file not found: nowhere.yaml"),
+    (["--config", "configs/grpo/smollm2_cpu.yaml", "--reward_gate", "quality"],
+     "error: --reward-gate: 'quality' is not one of: none, judge"),
+])
+def test_bad_input_to_a_launched_script_is_its_one_error_line_and_exit_2(args, message):
+    """accelerate reports any failure of its script as exit 1 under a traceback of its own launcher:
+    `review-lab train` keeps the script's line alone and returns the script's status."""
+    import subprocess
+
+    proc = subprocess.run([sys.executable, "-m", "train.cli", "train", *args], cwd=Path(__file__).resolve().parents[1],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert message in proc.stderr.splitlines() and "Traceback" not in proc.stderr, proc.stderr[-3000:]

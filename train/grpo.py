@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 
 import torch
-from trl import GRPOConfig, ModelConfig, TrlParser, get_peft_config
+from trl import GRPOConfig, ModelConfig, get_peft_config
 
 from eval.rubric import load_rubric
 from generate.common.cli import run_cli
@@ -55,6 +55,7 @@ from train.args import ScriptArguments
 from train.callbacks import RewardTimingCallback
 from train.data import prompt_dataset
 from train.model import export_merged, resolve_model_path
+from train.recipe_parser import RecipeParser
 from train.split import split_tasks
 from train.trainer import GRPOTrainer
 
@@ -169,7 +170,7 @@ def cpu_precision(training_args: GRPOConfig, model_args: ModelConfig) -> list[st
     return out
 
 
-def parse(parser: TrlParser, argv: list[str] | None):
+def parse(parser: RecipeParser, argv: list[str] | None):
     args = parser.parse_args_and_config(argv)
     overrides = cpu_precision(args[1], args[2])
     if overrides:
@@ -180,5 +181,5 @@ def parse(parser: TrlParser, argv: list[str] | None):
 
 
 if __name__ == "__main__":
-    parser = TrlParser((ScriptArguments, GRPOConfig, ModelConfig))
+    parser = RecipeParser((ScriptArguments, GRPOConfig, ModelConfig))
     run_cli(lambda argv: main(*parse(parser, argv)))

@@ -5,18 +5,23 @@ run training, and keeps working), so these commands only build that launch line:
 comes from the installed package, and accelerate runs from this interpreter
 (`python -m accelerate.commands.launch`), so an installed venv needs no `accelerate` on PATH.
 A few of accelerate's own options are taken before the script's; everything else is forwarded to
-the script unchanged, and what follows `--` is forwarded even when it looks like ours.
+the script unchanged, and what follows `--` is forwarded even when it looks like ours. The script's
+own error line stands alone: accelerate runs `--quiet` (no traceback of its launcher under it),
+and its exit status is the script's (`EXIT_STATUS_FILE`), not accelerate's 1 for any failure.
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import subprocess
 import sys
+import tempfile
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 
+from generate.common.cli import EXIT_STATUS_FILE
 from generate.common.config import new_parser
 
 log = logging.getLogger("train.launch")
@@ -45,9 +50,20 @@ def script_path(name: str) -> Path:
 
 
 def accelerate_command(script: str, accelerate_args: Sequence[str], script_args: Sequence[str]) -> list[str]:
-    """`accelerate launch [accelerate_args] <train/script> [script_args]` with this interpreter."""
-    return [sys.executable, "-m", "accelerate.commands.launch", *accelerate_args, str(script_path(script)),
+    """`accelerate launch --quiet [accelerate_args] <train/script> [script_args]` with this interpreter."""
+    return [sys.executable, "-m", "accelerate.commands.launch", "--quiet", *accelerate_args, str(script_path(script)),
             *script_args]
+
+
+def run_launch(cmd: Sequence[str], **kwargs) -> int:
+    """Run an `accelerate_command` line; returns the script's exit status (accelerate says 1 for any)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        status = Path(tmp) / "status"
+        env = {**(kwargs.pop("env", None) or os.environ), EXIT_STATUS_FILE: str(status)}
+        rc = subprocess.run(cmd, env=env, **kwargs).returncode
+        if rc and status.is_file():
+            rc = int(status.read_text(encoding="utf-8") or rc)
+    return rc
 
 
 def split_args(command: str, argv: Sequence[str]) -> tuple[list[str], list[str]]:
@@ -77,7 +93,7 @@ def launch(command: str, argv: Sequence[str] | None) -> int:
     accelerate, script_args = split_args(command, [] if argv is None else argv)
     cmd = accelerate_command(SCRIPTS[command][0], accelerate, script_args)
     log.info("%s", " ".join(cmd))
-    return subprocess.run(cmd).returncode
+    return run_launch(cmd)
 
 
 def grpo_main(argv: Sequence[str] | None = None) -> int:

@@ -34,7 +34,7 @@ from typing import ClassVar
 
 import torch
 from datasets import Dataset
-from trl import ModelConfig, RewardConfig, RewardTrainer, TrlParser, get_peft_config
+from trl import ModelConfig, RewardConfig, RewardTrainer, get_peft_config
 
 from eval.scorers.reward_model import MERGED_DIR, RewardModelScorer
 from generate.common.cli import run_cli
@@ -45,6 +45,7 @@ from generate.common.ranges import HELD_OUT, Range, check_options
 from generate.datasets import Task
 from rewards.signal_check import MIN_HELDOUT_GROUPS, group_bootstrap
 from train.model import resolve_model_path
+from train.recipe_parser import RecipeParser
 from train.split import Split, split_tasks
 
 log = logging.getLogger("train.reward_model")
@@ -210,7 +211,7 @@ def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args
 
 
 def cli(argv=None) -> None:
-    main(*TrlParser((RMScriptArguments, RewardConfig, ModelConfig)).parse_args_and_config(argv))
+    main(*RecipeParser((RMScriptArguments, RewardConfig, ModelConfig)).parse_args_and_config(argv))
 
 
 if __name__ == "__main__":

@@ -31,6 +31,7 @@ from generate.common.manifest import sha256_text
 from generate.common.paths import REPO_ROOT
 from generate.datasets import Task
 from generate.runner import RunConfig, Runner, run_collecting
+from train.launch import accelerate_command
 from train.steps import Step, content_hash
 
 log = logging.getLogger("end_to_end")
@@ -90,9 +91,9 @@ def reward_model(out: Path, preferences: Path, config: str) -> Path:
     step = Step(out, "reward model", {"config": content_hash(REPO_ROOT / config), "preferences": content_hash(preferences)})
     if not step.done:
         step.start()
-        run([sys.executable, "-m", "accelerate.commands.launch", "--config_file", "configs/accelerate/cpu.yaml",
-             "train/reward_model.py", "--config", config, "--preferences", str(preferences.resolve()),
-             "--output_dir", str(out.resolve())], "reward model")
+        run(accelerate_command("reward_model.py", ["--config_file", "configs/accelerate/cpu.yaml"],
+                               ["--config", config, "--preferences", str(preferences.resolve()),
+                                "--output_dir", str(out.resolve())]), "reward model")
         step.finish()
     return out
 

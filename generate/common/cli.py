@@ -19,6 +19,10 @@ from generate.common.errors import PartialFailure, UsageError
 from generate.common.files import OUTPUT_ERRNOS, output_error
 from generate.common.secrets import ScrubFilter, find_secrets, scrub
 
+# A launcher (accelerate's) reports any failure of the script it ran as exit status 1. Where this
+# variable names a file, `run_cli` writes the script's own status there (2: bad input), which
+# `train.launch` returns.
+EXIT_STATUS_FILE = "REVIEW_LAB_EXIT_STATUS_FILE"
 NOISY = ("httpx", "httpx2", "openai", "urllib3", "filelock", "sentence_transformers", "accelerate")
 
 
@@ -33,6 +37,9 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
 
     def fail(message: str, code: int) -> None:
         print(scrub(message, secrets), file=sys.stderr)
+        if path := os.environ.get(EXIT_STATUS_FILE):
+            with open(path, "w", encoding="utf-8") as status:
+                status.write(str(code))
         sys.exit(code)
 
     try:
