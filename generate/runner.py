@@ -55,7 +55,8 @@ NOUN = "a run"
 @dataclass
 class RunConfig(ModelOptions):
     framework: str = field(default="review", metadata=checked(OneOf(FRAMEWORKS)))
-    dataset: str = field(default="default", metadata=checked(check_dataset, help="default, scifi100, or a .json/.jsonl path"))
+    dataset: str = field(default="default", metadata=checked(
+        check_dataset, help="default, scifi100, or a .json/.jsonl path"))
     out: str = field(default="runs/review", metadata={"help": "output directory"})
     limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="N prompts only, taken across aspects in turn"))

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 
 from generate.common.errors import UsageError
-from generate.common.ranges import (AT_LEAST_1, FRACTION, HELD_OUT, NON_NEGATIVE, POSITIVE, TOP_P, OneOf, Range, check_of,
-                                    range_of)
+from generate.common.ranges import (AT_LEAST_1, FRACTION, HELD_OUT, NON_NEGATIVE, POSITIVE, TOP_P, OneOf, Range,
+                                    check_of, range_of)
 from train import cli
 
 REPO = Path(__file__).resolve().parents[1]

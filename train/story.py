@@ -83,7 +83,8 @@ class StoryConfig:
     max_steps: int | None = field(default=None, metadata=in_range(AT_LEAST_1, help="override the recipes' GRPO steps"))
     max_new_tokens: int = field(default=160, metadata=in_range(AT_LEAST_1))
     eval_dataset: str = field(default="heldout", metadata=checked(
-        check_eval_dataset, help="evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"))
+        check_eval_dataset,
+        help="evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"))
     eval_limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="at most N evaluation prompts, across aspects"))
     reference_dir: str | None = reference_dir_option()

@@ -32,8 +32,10 @@ def test_the_recipe_parses_as_trl_would(grpo, tmp_path):
     (["--config", "nowhere.yaml"], "config file not found: nowhere.yaml"),
     (["--config"], "--config needs a recipe file"),
     (["--config", str(REPO / "README.md")], "README.md: not valid YAML"),
-    (["--config", RECIPE, "--bogus", "1"], "Some specified arguments are not used by the HfArgumentParser: ['--bogus', '1']"),
-    (["--config", RECIPE, "--max_steps", "abc"], "argument --max_steps/--max-steps: invalid int value: 'abc' (see --help)"),
+    (["--config", RECIPE, "--bogus", "1"],
+     "Some specified arguments are not used by the HfArgumentParser: ['--bogus', '1']"),
+    (["--config", RECIPE, "--max_steps", "abc"],
+     "argument --max_steps/--max-steps: invalid int value: 'abc' (see --help)"),
     (["--config", RECIPE, "--reward_gate", "quality"], "--reward-gate: 'quality' is not one of: none, judge"),
 ])
 def test_bad_input_is_one_usage_error(grpo, tmp_path, args, message):
