@@ -103,12 +103,13 @@ def pins(names: tuple[str, ...] = (*CARRIED, BUILT), declared: dict[str, str] | 
 def select(folder: Path, wanted: dict[str, str]) -> list[Path]:
     """The wheels in `folder` of exactly the wanted versions, one per package: the folder is kept
     between packs, so it may also hold an earlier pin's wheel, which must not travel."""
-    from packaging.utils import canonicalize_name, parse_wheel_filename
+    from packaging.utils import parse_wheel_filename
+    from packaging.version import Version
 
     chosen = {}
     for wheel in sorted(folder.glob("*.whl")):
-        name, version, *_ = parse_wheel_filename(wheel.name)
-        if wanted.get(name) == str(version):
+        name, version, *_ = parse_wheel_filename(wheel.name)  # the name comes canonical
+        if name in wanted and Version(wanted[name]) == version:
             chosen[name] = wheel
     missing = sorted(set(wanted) - set(chosen))
     if missing:
