@@ -99,6 +99,34 @@ def test_one_of_reads_a_registry_when_it_checks():
         check(["a", "c", "d"])
 
 
+def test_no_command_reads_a_bare_number_with_argparse():
+    """Commands with their own argparse parser (`rate`, `corpus`, `plot-rewards`) read numbers with
+    `ranged(kind, RANGE)`; a seed may be any integer. (`scripts/` are developer benchmarks.)"""
+    bare = []
+    for path in REPO.glob("*/**/*.py"):
+        if path.parts[len(REPO.parts)] in {"generate", "eval", "train", "rewards"}:
+            for call in re.findall(r"add_argument\((?:[^()]|\([^()]*\))*\)", path.read_text()):
+                if re.search(r"type=(int|float)\b", call) and not re.match(r"add_argument\(\s*\"--[\w-]*seed\"", call):
+                    bare.append(f"{path.relative_to(REPO)}: {' '.join(call.split())[:80]}")
+    assert not bare, f"numbers read without a range: {bare}"
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["rate", "serve", "--db", "s.sqlite", "--raters", "0"], "argument --raters: must be >= 1, got 0"),
+    (["rate", "serve", "--db", "s.sqlite", "--sample", "-1"], "argument --sample: must be >= 1, got -1"),
+    (["rate", "serve", "--db", "s.sqlite", "--port", "70000"], "argument --port: must be in [0, 65535], got 70000"),
+    (["rate", "export", "--db", "s.sqlite", "--out", "o", "--good-at", "6"],
+     "argument --good-at: must be in [0, 5], got 6"),
+    (["corpus", "fetch", "--jobs", "0"], "argument --jobs: must be >= 1, got 0"),
+    (["plot-rewards", "run", "--window", "0"], "argument --window: must be >= 1, got 0"),
+])
+def test_a_number_read_by_argparse_is_refused_the_same_way(argv, message, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # nothing may be written: the port was refused after the study's database
+    code, err = run(argv, capsys)
+    assert code == 2 and err.startswith(f"error: {message} (see review-lab ")
+    assert not any(tmp_path.iterdir())
+
+
 def run(argv: list[str], capsys) -> tuple[int, str]:
     with pytest.raises(SystemExit) as exit_info:
         cli.main(argv)

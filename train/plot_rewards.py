@@ -20,6 +20,7 @@ import numpy as np
 from eval.plotting import pyplot
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from generate.common.ranges import AT_LEAST_1, ranged
 
 log = logging.getLogger("plot_rewards")
 
@@ -78,7 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "review-lab plot-rewards runs/grpo/smollm2_cpu --window 5")
     parser.add_argument("run", help="run directory or its trainer_state.json")
     parser.add_argument("--out", help="PNG path (default: <run>/rewards.png)")
-    parser.add_argument("--window", type=int, default=5, help="moving-average window in logged steps")
+    parser.add_argument("--window", type=ranged(int, AT_LEAST_1), default=5,
+                        help=f"moving-average window in logged steps ({AT_LEAST_1})")
     args = parser.parse_args(argv)
     path = Path(args.run)
     state_file = path / "trainer_state.json" if path.is_dir() else path
@@ -86,6 +88,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         raise UsageError(f"no trainer_state.json at {state_file}")
     state = json.loads(state_file.read_text(encoding="utf-8"))
     out = Path(args.out) if args.out else state_file.parent / "rewards.png"
-    plot(reward_series(state.get("log_history", [])), out, max(1, args.window), state_file.parent.name)
+    plot(reward_series(state.get("log_history", [])), out, args.window, state_file.parent.name)
     log.info("wrote %s", out)
     return 0

@@ -20,6 +20,7 @@ from eval.corpus.manifest import read_manifest
 from eval.corpus.resolve import locate_reference
 from generate.common.config import new_parser
 from generate.common.errors import PartialFailure, UsageError
+from generate.common.ranges import AT_LEAST_1, POSITIVE, ranged
 
 log = logging.getLogger("corpus")
 PROG = "review-lab corpus"
@@ -85,9 +86,12 @@ def _parser():
                      "Download, verify and cache the corpus under $SCIFI_CACHE_DIR (default ~/.cache/scifi-review)\n"
                      "/reference-corpus/; a re-run fetches only the works not yet verified.")
     get.add_argument("--mirror", help="fetch URL/<file name> (e.g. URL/pg35.txt) instead of the pinned URLs")
-    get.add_argument("--timeout", type=float, default=30.0, help="seconds before one attempt gives up")
-    get.add_argument("--attempts", type=int, default=3, help="attempts per work on transient failures")
-    get.add_argument("--jobs", type=int, default=4, help="works downloaded at the same time")
+    get.add_argument("--timeout", type=ranged(float, POSITIVE), default=30.0,
+                     help=f"seconds before one attempt gives up ({POSITIVE})")
+    get.add_argument("--attempts", type=ranged(int, AT_LEAST_1), default=3,
+                     help=f"attempts per work on transient failures ({AT_LEAST_1})")
+    get.add_argument("--jobs", type=ranged(int, AT_LEAST_1), default=4,
+                     help=f"works downloaded at the same time ({AT_LEAST_1})")
     show = _subparser(sub, "path", "print the corpus directory commands would use, and why",
                       f"{PROG} path --reference-dir ../shared/data/scifi-reference/texts",
                       "Print the corpus directory the commands would use and where it comes from:\n"

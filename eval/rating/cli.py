@@ -16,7 +16,9 @@ from pathlib import Path
 
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from generate.common.ranges import AT_LEAST_1, PORT, Range, ranged
 
+LIKERT = Range(0, 5)  # the rubric's scale
 SERVE_EXAMPLE = "review-lab rate serve runs/benchmark --db ratings.sqlite --port 8000 --raters 3"
 EXPORT_EXAMPLE = "review-lab rate export --db ratings.sqlite --out runs/human"
 
@@ -68,23 +70,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("runs", nargs="*", metavar="RUN", help="evaluated run, NAME=DIR, or a directory of runs "
                        "(needed only to create the study)")
     serve.add_argument("--db", required=True, help="the study's SQLite file (created when missing)")
-    serve.add_argument("--port", type=int, default=8000, help="0 picks a free port")
+    serve.add_argument("--port", type=ranged(int, PORT), default=8000, help=f"0 picks a free port ({PORT})")
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: every interface)")
-    serve.add_argument("--raters", type=int, help="create raters rater-1..rater-N")
+    serve.add_argument("--raters", type=ranged(int, AT_LEAST_1), help=f"create raters rater-1..rater-N ({AT_LEAST_1})")
     serve.add_argument("--rater", action="append", metavar="NAME", help="create a named rater (repeatable)")
     serve.add_argument("--mode", choices=("likert", "verdict"), help="new study: likert (default) or verdict")
     serve.add_argument("--seed", type=int,
                        help="new study: the seed of every rater's order (default: random, recorded)")
     serve.add_argument("--eval", dest="eval_dir", help="new study: one evaluation that scored every run")
-    serve.add_argument("--sample", type=int, help="new study: rate this many stories, drawn with the seed")
+    serve.add_argument("--sample", type=ranged(int, AT_LEAST_1),
+                       help=f"new study: rate this many stories, drawn with the seed ({AT_LEAST_1})")
     out = sub.add_parser("export", help="write consensus CSV, labels, agreement and Table 4",
                          description="write consensus CSV, labels, agreement and Table 4",
                          epilog=f"example:\n  {EXPORT_EXAMPLE}")
     out.add_argument("--db", required=True, help="the study's SQLite file")
     out.add_argument("--out", required=True, help="output directory")
-    out.add_argument("--good-at", type=float, default=4.0,
-                     help="likert: a story is labelled good when its consensus averaged over aspects is at least this")
+    out.add_argument("--good-at", type=ranged(float, LIKERT), default=4.0,
+                     help=f"likert: a story is labelled good when its consensus averaged over aspects is at least "
+                          f"this ({LIKERT})")
     args = parser.parse_args(argv)
-    if args.command == "serve" and args.raters is not None and args.raters < 0:
-        parser.error("--raters must be >= 0")
     return _serve(args) if args.command == "serve" else _export(args)

@@ -11,6 +11,8 @@ generates, not after its first framework:
 
 - `build_config` checks every command's config; a config that composite commands also build
   themselves (the evaluation's, the curation's) checks in its `__post_init__` too.
+- A command that builds its own argparse parser (`rate`, `corpus`, `plot-rewards`) gives a number
+  option `type=ranged(int, AT_LEAST_1)`: argparse refuses a value outside the range.
 - A dataclass that trl's parser reads declares its ranges and checks in class attributes `RANGES`
   and `CHECKS` (that parser hands a field's metadata to argparse, which takes no key of ours) and
   checks them in its `__post_init__`.
@@ -18,6 +20,7 @@ generates, not after its first framework:
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -55,6 +58,22 @@ POSITIVE = Range(0, open_low=True)  # timeouts, smoothing constants
 TOP_P = Range(0, 1, open_low=True)  # a nucleus keeps at least the top token; 1 keeps every token
 FRACTION = Range(0, 1, open_low=True, open_high=True)  # shares and levels strictly between 0 and 1
 HELD_OUT = Range(0, 1, open_high=True)  # a training split's held-out share: 0 holds none out
+
+
+PORT = Range(0, 65535)  # 0: the system picks a free one
+
+
+def ranged(kind: Callable[[str], float], rng: Range) -> Callable[[str], float]:
+    """An argparse `type` that reads `kind` and refuses a value outside `rng` (one `error:` line)."""
+
+    def read(text: str) -> float:
+        value = kind(text)  # a ValueError: argparse says "invalid int value"
+        if not rng.admits(value):
+            raise argparse.ArgumentTypeError(f"must be {rng}, got {text}")
+        return value
+
+    read.__name__ = kind.__name__  # argparse names the type in its "invalid ... value" message
+    return read
 
 
 def in_range(rng: Range, **metadata: Any) -> dict[str, Any]:
