@@ -9,7 +9,8 @@ would otherwise swamp a small gain. Two complementary answers are given per comp
 - a Wilcoxon signed-rank p-value: robust to a few extreme prompts, which judge scores on a 0-5
   scale and heavy-tailed novelty metrics both produce.
 
-A gain is called significant only when both agree (CI excludes 0 and p < alpha).
+A gain is called significant only when both agree: the CI excludes 0 and the p-value, adjusted
+for the other tests of the same comparison (`eval.multiplicity`), is below alpha.
 """
 
 from __future__ import annotations
@@ -42,14 +43,19 @@ class Summary:
 
 @dataclass(frozen=True)
 class PairedTest:
-    """Mean paired difference with its bootstrap CI, Wilcoxon p-value and significance call."""
+    """Mean paired difference with its bootstrap CI and raw Wilcoxon p-value. No significance
+    call: that needs the comparison's other tests (`eval.multiplicity`)."""
 
     gain: float
     ci_low: float
     ci_high: float
     p_value: float | None
     n_pairs: int
-    significant: bool
+
+
+def significant(ci_low: float, ci_high: float, p_adjusted: float | None, alpha: float) -> bool:
+    """The significance call: the CI excludes 0 and the adjusted p-value is below alpha."""
+    return (ci_low > 0 or ci_high < 0) and p_adjusted is not None and p_adjusted < alpha
 
 
 def summarize(values: Sequence[float]) -> Summary:
@@ -119,7 +125,7 @@ def wilcoxon_p(diffs: Sequence[float]) -> float | None:
 
 
 def paired_test(diffs: Sequence[float], n_boot: int = 10_000, alpha: float = 0.05, seed: int = 0) -> PairedTest:
-    """Mean paired difference, its bootstrap CI, Wilcoxon p and significance (CI excludes 0 and p < alpha).
+    """Mean paired difference, its bootstrap CI and Wilcoxon p.
 
     Args:
         diffs: One difference per prompt (run minus base); at least one.
@@ -128,6 +134,4 @@ def paired_test(diffs: Sequence[float], n_boot: int = 10_000, alpha: float = 0.0
         seed: Bootstrap seed.
     """
     low, high = paired_bootstrap_ci(diffs, n_boot=n_boot, alpha=alpha, seed=seed)
-    p = wilcoxon_p(diffs)
-    significant = (low > 0 or high < 0) and p is not None and p < alpha
-    return PairedTest(float(np.mean(diffs)), low, high, p, len(diffs), significant)
+    return PairedTest(float(np.mean(diffs)), low, high, wilcoxon_p(diffs), len(diffs))

@@ -3,9 +3,10 @@ inference cost and a verdict.
 
 Each --run is NAME=DIR, DIR a run directory (stories.jsonl + eval/scores.jsonl) or a scores.jsonl
 itself; the run named `base` (else the first) is the baseline. Prompts are paired by their text
-(not their id), with a paired bootstrap CI and a Wilcoxon signed-rank test (see `eval.compare` and
-`eval.stats`). Runs that differ in dataset, judge, surprisal scorer or reference corpus are refused
-(exit 2, one line naming the field) unless `--allow-mismatch FIELD` says so. Writes
+(not their id), with a paired bootstrap CI and a Wilcoxon signed-rank test whose p-values are
+adjusted over all the comparison's tests (Holm by default; see `eval.compare`, `eval.stats` and
+`eval.multiplicity`). Runs that differ in dataset, judge, surprisal scorer or reference corpus are
+refused (exit 2, one line naming the field) unless `--allow-mismatch FIELD` says so. Writes
 comparison.json, comparison.md, gains.png, cost_vs_gain.png and manifest.json to --out and prints
 the Markdown.
 
@@ -26,7 +27,8 @@ from eval.compare.runs import load_run, parse_run_spec
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, FRACTION, check_options, in_range
+from eval.multiplicity import CORRECTIONS
+from generate.common.ranges import AT_LEAST_1, FRACTION, OneOf, check_options, checked, in_range
 
 EXAMPLE = "review-lab compare --run base=runs/benchmark/single --run review=runs/benchmark/review --out runs/compare"
 
@@ -40,6 +42,9 @@ class CompareConfig:
     boot: int = field(default=10_000, metadata=in_range(AT_LEAST_1, help="bootstrap resamples"))
     seed: int = field(default=0, metadata={"help": "bootstrap seed"})
     alpha: float = field(default=0.05, metadata=in_range(FRACTION, help="significance level"))
+    correction: str = field(default="holm", metadata=checked(
+        OneOf(CORRECTIONS), help="how the p-values of all the tests are adjusted together: holm "
+                                 "(family-wise error), bh (false discovery rate)"))
     allow_mismatch: list[str] = field(default_factory=list,
                                       metadata={"help": f"fields the runs may differ in: {', '.join(MISMATCH_FIELDS)}"})
 
@@ -57,7 +62,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                        example=EXAMPLE)
     runs = [load_run(*parse_run_spec(spec)) for spec in cfg.run]
     comparison = compare(runs, metrics=cfg.metrics or None, n_boot=cfg.boot, seed=cfg.seed, alpha=cfg.alpha,
-                         allow_mismatch=cfg.allow_mismatch)
+                         allow_mismatch=cfg.allow_mismatch, correction=cfg.correction)
     write_outputs(comparison, cfg.out)
     write_manifest(cfg.out, kind="comparison", config=asdict(cfg), seed=cfg.seed,
                    extra={"provenance": comparison["provenance"], "mismatches": comparison["mismatches"]})

@@ -3,7 +3,8 @@
 The per-prompt means of a run and of the baseline are differenced prompt by prompt (see
 `eval.stats` for why pairing, the CI and the test). Only prompts that every run has are compared,
 so that all gains refer to the same prompts; the others are reported as dropped. A missing metric
-value drops that prompt for that metric only.
+value drops that prompt for that metric only. The p-values of all the comparison's tests are
+adjusted together before any is called significant (`eval.multiplicity`).
 """
 
 from __future__ import annotations
@@ -18,7 +19,8 @@ from eval.compare.pairs import COST_FIELDS, inference_cost, prompt_means, story_
 from eval.compare.runs import Run
 from eval.compare.verdict import verdict
 from eval.metrics.catalog import Catalog
-from eval.stats import paired_test, summarize
+from eval.multiplicity import CORRECTIONS, attainable
+from eval.stats import paired_test, significant, summarize
 from generate.common.errors import UsageError
 
 log = logging.getLogger("eval.compare")
@@ -49,10 +51,21 @@ def _gain(base: dict[str, float], run: dict[str, float], prompts: set[str], ids:
     result: dict[str, Any] = {"missing": sorted(ids[p] for p in prompts - set(paired))}
     if not paired:
         return {"gain": None, "ci_low": None, "ci_high": None, "p_value": None, "n_pairs": 0,
-                "significant": False, **result, "gain_per_extra_base_tokens": None}
+                "p_adjusted": None, "significant": False, **result, "gain_per_extra_base_tokens": None}
     test = paired_test([run[p] - base[p] for p in paired], n_boot=n_boot, alpha=alpha, seed=seed)
     per_cost = test.gain / extra if extra is not None and extra > 0 else None
-    return {**asdict(test), **result, "gain_per_extra_base_tokens": per_cost}
+    # The call is made by `_correct`, once every test of the comparison is known.
+    return {**asdict(test), "p_adjusted": None, "significant": False, **result, "gain_per_extra_base_tokens": per_cost}
+
+
+def _correct(gains: dict[str, dict[str, Any]], correction: str, alpha: float) -> dict[str, Any]:
+    """Adjust the p-values of every test in the comparison together, make the significance calls,
+    and say whether the sample could have made any (`eval.multiplicity.attainable`)."""
+    family = [g for by_run in gains.values() for g in by_run.values() if g["p_value"] is not None]
+    for g, p in zip(family, CORRECTIONS[correction].adjust([g["p_value"] for g in family]) if family else []):
+        g["p_adjusted"] = float(p)
+        g["significant"] = significant(g["ci_low"], g["ci_high"], g["p_adjusted"], alpha)
+    return attainable(max((g["n_pairs"] for g in family), default=0), len(family), correction, alpha)
 
 
 def _validate_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> None:
@@ -65,7 +78,8 @@ def _validate_metrics(runs: Sequence[Run], metrics: Sequence[str]) -> None:
 
 
 def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, n_boot: int = 10_000,
-            seed: int = 0, alpha: float = 0.05, allow_mismatch: Sequence[str] = ()) -> dict[str, Any]:
+            seed: int = 0, alpha: float = 0.05, allow_mismatch: Sequence[str] = (),
+            correction: str = "holm") -> dict[str, Any]:
     """Compare every run with the baseline on every metric.
 
     Args:
@@ -75,18 +89,24 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, n_boot: i
             evaluations' rubric) and the rule metrics.
         n_boot: Bootstrap resamples per CI.
         seed: Bootstrap seed, the same for every comparison.
-        alpha: Significance level; CIs have level 1 - alpha.
+        alpha: Significance level; CIs have level 1 - alpha (each on its own: the CIs are not
+            widened for multiplicity, the p-values are adjusted).
         allow_mismatch: `MISMATCH_FIELDS` on which the runs may differ (reported as such). With
             `scorer` allowed and scorers differing, surprisal gains are not reported.
+        correction: How the p-values of all the tests are adjusted together, a key of
+            `eval.multiplicity.CORRECTIONS`.
 
     Returns:
         The JSON-ready comparison: `config`, `metrics` (their specs), `prompts` (common count,
         dropped ids per run), `describe` (metric -> run -> mean/std/se/n over stories), `gains`
-        (metric -> run -> paired test, missing prompt ids, gain per extra base-run of tokens),
-        `cost` (run -> mean per prompt and multiples of the baseline, or None), `mismatches` and
-        `verdict` (one line per headline metric).
+        (metric -> run -> paired test, adjusted p, significance, missing prompt ids, gain per
+        extra base-run of tokens), `correction` (its label and promise), `power` (whether this sample could make any significance
+        call), `cost` (run -> mean per prompt and multiples of the baseline, or None),
+        `mismatches` and `verdict` (one line per headline metric).
     """
     _check_names(runs)
+    if correction not in CORRECTIONS:
+        raise UsageError(f"unknown correction {correction!r}; valid: {', '.join(CORRECTIONS)}")
     metrics = list(metrics) if metrics else default_metrics(runs)
     _validate_metrics(runs, metrics)
     mismatches = check_comparable(runs, allow_mismatch)
@@ -103,14 +123,17 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, n_boot: i
         describe[metric] = _describe(runs, metric, common, catalog.aspects)
         gains[metric] = _metric_gains(runs, base, metric, common, ids, cost, catalog.aspects,
                                       metric in excluded, (n_boot, seed, alpha))
+    power = _correct(gains, correction, alpha)
     comparison = {
         "config": {"base": base.name, "runs": {run.name: str(run.path) for run in runs}, "metrics": metrics,
-                   "n_boot": n_boot, "seed": seed, "alpha": alpha, "allow_mismatch": sorted(allow_mismatch)},
+                   "n_boot": n_boot, "seed": seed, "alpha": alpha, "correction": correction,
+                   "allow_mismatch": sorted(allow_mismatch)},
         "metrics": {m: asdict(catalog.spec(m)) for m in metrics},
         "provenance": {run.name: run.provenance for run in runs},
         "mismatches": mismatches, "excluded": excluded,
         "prompts": {"n_common": len(common), "dropped": dropped},
-        "describe": describe, "gains": gains, "cost": cost,
+        "correction": {"label": CORRECTIONS[correction].label, "promise": CORRECTIONS[correction].promise},
+        "describe": describe, "gains": gains, "power": power, "cost": cost,
     }
     comparison["verdict"] = verdict(comparison)
     return comparison

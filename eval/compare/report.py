@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from eval.compare.plots import plot_cost_vs_gain, plot_gains
-from eval.compare.verdict import label, level_label, signed
+from eval.compare.verdict import correction_label, label, level_label, signed
 
 log = logging.getLogger("eval.compare")
 
@@ -37,7 +37,8 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         f"Dropped per run: {_dropped_phrase(prompts['dropped'])}.", "",
         f"Gain = run − `{base}`, paired by prompt (each run's stories are averaged per prompt first). "
         f"{level} CI: paired percentile bootstrap over prompts ({cfg['n_boot']} resamples, seed {cfg['seed']}); "
-        f"p: two-sided Wilcoxon signed-rank; significant: the CI excludes 0 and p < {cfg['alpha']:g}. "
+        f"p: two-sided Wilcoxon signed-rank; {_adjusted_phrase(comparison)}; significant: the CI excludes 0 "
+        f"and the adjusted p < {cfg['alpha']:g}. "
         "A prompt without a value for a metric in either run is left out of that metric only (column 'missing').",
         *_mismatch_lines(comparison),
         "", "## Verdict", "", *(f"- {line}" for line in comparison["verdict"]), "",
@@ -50,15 +51,16 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         lines.append(f"| {label(comparison, metric)} | " + " | ".join(cells) + " |")
     lines += [
         "", f"## Gain over `{base}` (paired by prompt)", "",
-        f"| metric | run | gain | {level} CI | p | prompts | missing | significant | gain per extra base tokens |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"| metric | run | gain | {level} CI | p | p ({correction_label(comparison)}) | prompts | missing | significant "
+        "| gain per extra base tokens |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for metric, by_run in comparison["gains"].items():
         for name, g in by_run.items():
             ci = "—" if g["gain"] is None else f"[{signed(g['ci_low'])}, {signed(g['ci_high'])}]"
             lines.append(
                 f"| {label(comparison, metric)} | `{name}` | {signed(g['gain']) if g['gain'] is not None else '—'} | {ci} "
-                f"| {_cell(g['p_value'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
+                f"| {_cell(g['p_value'], '.2g')} | {_cell(g['p_adjusted'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
                 f"| {'yes' if g['significant'] else 'no'} | {_cell(g['gain_per_extra_base_tokens'])} |"
             )
     lines += [
@@ -82,6 +84,15 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         "## Plots", "", "![Gain over base](gains.png)", "", "![Cost vs gain](cost_vs_gain.png)", "",
     ]
     return "\n".join(lines)
+
+
+def _adjusted_phrase(comparison: dict[str, Any]) -> str:
+    """How the p-values were adjusted, and over which family."""
+    correction, tests = comparison["correction"], comparison["power"]["tests"]
+    if comparison["config"]["correction"] == "none":
+        return f"p-values not adjusted for the {tests} tests of this comparison ({correction['promise']})"
+    return (f"p ({correction['label']}): adjusted over the {tests} tests of this comparison "
+            f"({correction['promise']}; the CIs are per test)")
 
 
 def _mismatch_lines(comparison: dict[str, Any]) -> list[str]:

@@ -50,15 +50,45 @@ def _cost_phrase(cost: dict[str, Any] | None) -> str:
     return "at unknown cost" if ratio is None else f"at {ratio:.1f}x base tokens"
 
 
+def correction_label(comparison: dict[str, Any]) -> str:
+    """The name of the comparison's multiplicity correction, e.g. Holm."""
+    return comparison["correction"]["label"]
+
+
+def power_line(comparison: dict[str, Any]) -> str | None:
+    """A sentence when the sample is too small for any significance call, else None: without it
+    "no significant difference" reads as evidence of no difference."""
+    power = comparison["power"]
+    if power["possible"] or not power["tests"]:
+        return None
+    floor = "no p-value at all" if power["min_p"] is None else f"no p below {power['min_p']:.2g}"
+    needed = power["prompts_needed"]
+    return (f"**No difference can be significant in this comparison**: on {power['max_pairs']} prompts the "
+            f"Wilcoxon test gives {floor}, and {correction_label(comparison)} over {power['tests']} tests "
+            f"needs p < {power['needed_p']:.2g} for a first call. "
+            + (f"At least {needed} prompts would be needed" if needed else "Far more prompts would be needed")
+            + " (fewer tests, with --metrics, lower the bar).")
+
+
+def _p_phrase(comparison: dict[str, Any], gain: dict[str, Any]) -> str:
+    if gain["p_value"] is None:
+        return "p = n/a"
+    if comparison["config"]["correction"] == "none":
+        return f"p = {gain['p_value']:.2g}"
+    return f"p = {gain['p_value']:.2g}, {correction_label(comparison)} {gain['p_adjusted']:.2g}"
+
+
 def verdict(comparison: dict[str, Any]) -> list[str]:
-    """One sentence group per headline metric (judge average, then rule metrics), from the numbers.
+    """One sentence group per headline metric (judge average, then rule metrics), from the numbers,
+    after a line saying so when the sample cannot make any significance call.
 
     Runs are ranked by point gain in the metric's good direction; significance is each run's
-    own test against the baseline (the runs are not tested against each other).
+    own test against the baseline (the runs are not tested against each other), its p-value
+    adjusted over every test of the comparison.
     """
     base = comparison["config"]["base"]
     level = level_label(comparison["config"]["alpha"])
-    lines = []
+    lines = [line] if (line := power_line(comparison)) else []
     for metric in headline(comparison):
         gains = comparison["gains"][metric]
         lower = lower_is_better(comparison, metric)
@@ -89,7 +119,7 @@ def verdict(comparison: dict[str, Any]) -> list[str]:
             g = gains[run]
             numbers = "" if g["gain"] is None else (
                 f" {signed(g['gain'])} ({level} CI {signed(g['ci_low'])} to {signed(g['ci_high'])}, "
-                f"p = {'n/a' if g['p_value'] is None else format(g['p_value'], '.2g')}, {g['n_pairs']} prompts),"
+                f"{_p_phrase(comparison, g)}, {g['n_pairs']} prompts),"
             )
             parts.append(f"`{run}`:{numbers} {status[run]}, {_cost_phrase(comparison['cost'][run])}.")
         lines.append(f"**{name}** ({direction}): {'; '.join(lead)}. {' '.join(parts)}")

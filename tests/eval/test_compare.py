@@ -14,7 +14,7 @@ from eval.compare import compare, inference_cost, load_run, parse_run_spec, prom
 from eval.compare.report import render_markdown
 from eval.metrics.catalog import JUDGE_AVERAGE, RULE_METRICS, Catalog
 from eval.rubric import load_rubric
-from eval.stats import paired_bootstrap_ci, paired_test, summarize, wilcoxon_p
+from eval.stats import paired_bootstrap_ci, paired_test, significant, summarize, wilcoxon_p
 from generate.common.errors import UsageError
 from generate.common.manifest import sha256_text
 
@@ -79,11 +79,14 @@ def test_summarize(values, mean, std, n):
     assert s.se == (None if std is None else pytest.approx(std / np.sqrt(n)))
 
 
-def test_paired_test_needs_both_the_ci_and_the_p_value():
-    assert paired_test([1.0] * 10, n_boot=100).significant
+def test_significance_needs_both_the_ci_and_the_adjusted_p_value():
+    test = paired_test([1.0] * 10, n_boot=100)
+    assert significant(test.ci_low, test.ci_high, test.p_value, 0.05)
+    assert not significant(test.ci_low, test.ci_high, 0.06, 0.05)  # the adjusted p decides
+    assert not significant(-0.1, 0.4, 0.001, 0.05)  # a CI across 0 claims nothing
     # One pair: the CI [1, 1] excludes 0 but no p-value exists, so nothing is claimed.
     single = paired_test([1.0], n_boot=100)
-    assert single.p_value is None and not single.significant
+    assert single.p_value is None and not significant(single.ci_low, single.ci_high, single.p_value, 0.05)
 
 
 # --- synthetic runs ---------------------------------------------------------------------------
@@ -295,6 +298,63 @@ def test_verdict_says_when_a_metric_cannot_be_compared_with_base(runs):
     assert result["verdict"][0].startswith("**Judge average** (higher is better): largest gain: `better`")
 
 
+# --- multiplicity: the family of a comparison's tests -------------------------------------------
+
+@pytest.fixture
+def eight(tmp_path: Path) -> dict[str, Path]:
+    """8 prompts, a run better on every metric on every prompt: each raw p is 2/2^8 = 0.0078."""
+    base = {p: v for p, v in base_values().items() if p in PROMPTS[:8]}
+    better = {p: {m: x + (-0.1 if m == "homogenization" else 0.5) + 0.01 * i for m, x in v.items()}
+              for i, (p, v) in enumerate(base.items())}
+    return {"base": write_run(tmp_path, "base", {p: [v] for p, v in base.items()}),
+            "better": write_run(tmp_path, "better", {p: [v] for p, v in better.items()}, REVIEW_USAGE, 18.0)}
+
+
+def test_a_small_sample_tested_many_times_claims_nothing_and_says_why(eight):
+    result = run_compare(eight, ["base", "better"])
+    gains = [g for by_run in result["gains"].values() for g in by_run.values()]
+    assert len(gains) == result["power"]["tests"] == len(DEFAULT_METRICS)
+    assert all(g["p_value"] == pytest.approx(2 / 2**8) for g in gains)
+    # Uncorrected, every one of the tests would be a "significant" gain.
+    assert not any(g["significant"] for g in gains)
+    assert all(g["p_adjusted"] == pytest.approx(min(1.0, len(gains) * 2 / 2**8)) for g in gains)
+    assert result["verdict"][0].startswith("**No difference can be significant in this comparison**: on 8 prompts "
+                                           "the Wilcoxon test gives no p below 0.0078, and Holm over 11 tests needs "
+                                           "p < 0.0045 for a first call. At least 9 prompts would be needed")
+    assert "p = 0.0078, Holm 0.086, 8 prompts" in result["verdict"][1]
+    markdown = render_markdown(result)
+    assert "p (Holm): adjusted over the 11 tests of this comparison" in markdown
+    assert "| Concepts | `better` | +0.535 | [+0.52, +0.55] | 0.0078 | 0.086 | 8 | 0 | no |" in markdown
+
+
+def test_a_planned_test_or_no_correction_makes_the_same_gain_significant(eight):
+    planned = run_compare(eight, ["base", "better"], metrics=["judge_average"])
+    assert planned["gains"]["judge_average"]["better"]["significant"] and planned["power"]["possible"]
+    assert planned["verdict"][0].startswith("**Judge average** (higher is better): largest gain: `better`; "
+                                            "significantly better than `base`: `better`.")
+    none = run_compare(eight, ["base", "better"], correction="none")
+    assert all(g["significant"] for by_run in none["gains"].values() for g in by_run.values())
+    assert none["gains"]["concepts"]["better"]["p_adjusted"] == none["gains"]["concepts"]["better"]["p_value"]
+    assert "p-values not adjusted for the 11 tests" in render_markdown(none)
+    bh = run_compare(eight, ["base", "better"], correction="bh")  # all p equal and below alpha: BH rejects all
+    assert all(g["significant"] for by_run in bh["gains"].values() for g in by_run.values())
+
+
+def test_the_family_is_every_test_of_the_comparison(runs):
+    result = run_compare(runs, ["base", "better", "same"])
+    tested = [g for by_run in result["gains"].values() for g in by_run.values() if g["p_value"] is not None]
+    assert result["power"]["tests"] == len(tested) == 2 * len(DEFAULT_METRICS)
+    # 40 prompts: the true gains of `better` survive Holm over 24 tests, the null run claims nothing.
+    assert all(result["gains"][m]["better"]["significant"] for m in DEFAULT_METRICS)
+    assert not any(result["gains"][m]["same"]["significant"] for m in DEFAULT_METRICS)
+    assert result["config"]["correction"] == "holm" and result["correction"]["label"] == "Holm"
+
+
+def test_an_unknown_correction_is_a_usage_error(runs):
+    with pytest.raises(UsageError, match="unknown correction 'bonf'; valid: holm, bh, none"):
+        run_compare(runs, ["base", "better"], correction="bonf")
+
+
 def test_the_run_named_base_is_the_baseline_wherever_it_is(runs):
     assert run_compare(runs, ["better", "base"])["config"]["base"] == "base"
     assert run_compare(runs, ["better", "same"])["config"]["base"] == "better"
@@ -366,6 +426,7 @@ def test_cli_exits_2_with_one_line_on_bad_input(runs, tmp_path):
         ["--run", f"base={runs['base']}", "--run", f"base={runs['better']}"],
         ["--run", f"base={runs['base']}", "--run", f"lonely={lonely}"],
         ["--run", f"base={tmp_path}", "--run", f"better={runs['better']}"],  # a directory without scores
+        ["--run", f"base={runs['base']}", "--run", f"better={runs['better']}", "--correction", "bonferroni"],
     ]
     for args in bad:
         proc = cli(*args, "--out", out)

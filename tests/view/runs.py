@@ -110,13 +110,14 @@ def write_literal_runs(root: Path) -> tuple[Path, Path, Path]:
     b = write_run(root / "review", review, [score(s, 2.5) for s in review])
     cmp = root / "cmp"
     cmp.mkdir()
-    gain = {"gain": 0.25, "ci_low": -0.1, "ci_high": 0.6, "p_value": 0.31, "n_pairs": 1, "missing": [],
-            "significant": False, "gain_per_extra_base_tokens": 0.01}
+    gain = {"gain": 0.25, "ci_low": -0.1, "ci_high": 0.6, "p_value": 0.31, "n_pairs": 1, "p_adjusted": 0.62,
+            "missing": [], "significant": False, "gain_per_extra_base_tokens": 0.01}
     cost = {"n_prompts": 1, "calls": 21.0, "prompt_tokens": 9000, "completion_tokens": 3000, "total_tokens": 12000,
             "seconds": 90.0, "x_base": {"calls": 21.0, "total_tokens": 40.0, "seconds": 20.0}}
     (cmp / "comparison.json").write_text(json.dumps({
         "config": {"base": "base", "runs": {"base": str(a), "review": str(b)}, "metrics": ["judge_average"],
-                   "alpha": 0.05, "n_boot": 100, "seed": 0},
+                   "alpha": 0.05, "n_boot": 100, "seed": 0, "correction": "holm"},
+        "correction": {"label": "Holm", "promise": "family-wise error <= alpha"},
         "metrics": {"judge_average": {"label": "Judge average", "group": "judge", "higher_is_better": True}},
         "prompts": {"n_common": 1, "dropped": {"base": [], "review": []}},
         "gains": {"judge_average": {"review": gain}}, "cost": {"base": None, "review": cost},

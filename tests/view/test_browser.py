@@ -35,7 +35,8 @@ def test_overview_has_summary_plots_comparison_failures_and_rows(view, tmp_path)
     assert lost.inner_text() == "failed" and lost.get_attribute("title") == "blank completion after 2 re-asks"
     assert page.locator("#failures tbody tr").all_inner_texts()[0].endswith("still failed")
     gain = page.locator("#gains tbody tr").first.locator("td").all_inner_texts()
-    assert gain == ["Judge average", "review", "+0.25", "[-0.1, +0.6]", "0.31", "1", "0", "no"]
+    assert gain == ["Judge average", "review", "+0.25", "[-0.1, +0.6]", "0.31", "0.62", "1", "0", "no"]
+    assert "p (Holm)" in page.locator("#gains thead").inner_text()
     assert HOSTILE in page.locator(".verdict li").inner_text()
     page.locator(".plots-box summary").click()
     assert page.evaluate("[...document.images].every((i) => i.complete && i.naturalWidth === 1)")

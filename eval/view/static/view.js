@@ -156,12 +156,14 @@ function comparisonSection() {
   const g3 = (x, digits = 3) => String(Number(x.toPrecision(digits)));  // Python's format(x, ".3g"), as comparison.md
   const signed = (x) => (x == null ? "—" : (x >= 0 ? "+" : "") + g3(x));
   const level = `${100 * (1 - c.config.alpha)}%`;
+  const adjusted = c.correction ? c.correction.label : "adjusted";  // comparisons written before the correction have none
   const gains = [];
   for (const [metric, byRun] of Object.entries(c.gains)) {
     for (const [run, g] of Object.entries(byRun)) {
       gains.push(h("tr", { class: g.significant ? "significant" : null }, h("td", {}, label(metric)), h("td", {}, run), h("td", { class: "num" }, signed(g.gain)),
         h("td", { class: "num" }, g.gain == null ? "—" : `[${signed(g.ci_low)}, ${signed(g.ci_high)}]`),
-        h("td", { class: "num" }, g.p_value == null ? "—" : g3(g.p_value, 2)), h("td", { class: "num" }, g.n_pairs),
+        h("td", { class: "num" }, g.p_value == null ? "—" : g3(g.p_value, 2)),
+        h("td", { class: "num" }, g.p_adjusted == null ? "—" : g3(g.p_adjusted, 2)), h("td", { class: "num" }, g.n_pairs),
         h("td", { class: "num" }, (g.missing || []).length), h("td", {}, g.significant ? "yes" : "no")));
     }
   }
@@ -171,9 +173,10 @@ function comparisonSection() {
     h("td", { class: "num" }, prec(k.seconds)), h("td", { class: "num" }, fmt(k.x_base.calls, 2)), h("td", { class: "num" }, fmt(k.x_base.total_tokens, 2))]));
   return h("section", { id: "comparison" }, h("h2", {}, `Comparison with ${c.config.base}`),
     h("p", { class: "note" }, `Gain = run − ${c.config.base}, paired by prompt; ${level} paired bootstrap CI; p: Wilcoxon signed-rank; ` +
+      (c.correction ? `p (${adjusted}): adjusted over the comparison's tests (${c.correction.promise}); ` : "") +
       `prompts compared: ${c.prompts.n_common}.`),
     h("ul", { class: "verdict" }, c.verdict.map((v) => h("li", {}, inlineMarkdown(v)))),
-    h("table", { id: "gains" }, h("thead", {}, h("tr", {}, ["metric", "run", "gain", `${level} CI`, "p", "prompts", "missing", "significant"].map((t) => h("th", {}, t)))), h("tbody", {}, gains)),
+    h("table", { id: "gains" }, h("thead", {}, h("tr", {}, ["metric", "run", "gain", `${level} CI`, "p", `p (${adjusted})`, "prompts", "missing", "significant"].map((t) => h("th", {}, t)))), h("tbody", {}, gains)),
     h("h3", {}, "Inference cost per prompt"),
     h("table", { id: "cost" }, h("thead", {}, h("tr", {}, ["run", "calls", "total tokens", "seconds", "calls × base", "tokens × base"].map((t) => h("th", {}, t)))), h("tbody", {}, cost)),
     h("div", { class: "plots" }, c.plots.map((p) => h("img", { src: p.src, alt: p.title, title: p.title }))));
