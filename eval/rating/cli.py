@@ -16,6 +16,7 @@ from pathlib import Path
 
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from eval.rating.study import MODES
 from generate.common.ranges import AT_LEAST_1, PORT, Range, ranged
 
 LIKERT = Range(0, 5)  # the rubric's scale
@@ -74,7 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (0.0.0.0: every interface)")
     serve.add_argument("--raters", type=ranged(int, AT_LEAST_1), help=f"create raters rater-1..rater-N ({AT_LEAST_1})")
     serve.add_argument("--rater", action="append", metavar="NAME", help="create a named rater (repeatable)")
-    serve.add_argument("--mode", choices=("likert", "verdict"), help="new study: likert (default) or verdict")
+    serve.add_argument("--mode", choices=MODES, help=f"new study: {' or '.join(MODES)} (default {MODES[0]})")
     serve.add_argument("--seed", type=int,
                        help="new study: the seed of every rater's order (default: random, recorded)")
     serve.add_argument("--eval", dest="eval_dir", help="new study: one evaluation that scored every run")

@@ -123,7 +123,7 @@ def open_study(db: str | Path, runs: list[str], mode: str | None, seed: int | No
     if not meta:
         if not runs:
             raise UsageError(f"{db} holds no study yet: name the runs to rate")
-        return conn, create(conn, runs, mode or "likert", seed, eval_dir, sample)
+        return conn, create(conn, runs, mode or MODES[0], seed, eval_dir, sample)
     if mode and mode != meta["mode"]:
         raise UsageError(f"{db} holds a {meta['mode']} study; --mode {mode} needs a new --db")
     if runs:

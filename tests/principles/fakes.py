@@ -3,13 +3,13 @@ reward's batching): never a stand-in for a judge's quality."""
 
 from __future__ import annotations
 
-import asyncio
 import math
 import string
 from collections.abc import Callable
 
 from generate.backends import Backend, ChatRequest, Completion, Model, RetryPolicy, TokenLogprob
 from eval.scorers.principles.texts import Templates, load_templates
+from tests.backends import RecordingBackend
 
 
 def role_of(request: ChatRequest, templates: Templates) -> str:
@@ -38,7 +38,7 @@ def says_good(good: bool, request: ChatRequest, templates: Templates, p: float =
     return digit_reply(g if good else ("1" if g == "0" else "0"), p)
 
 
-class RoleBackend(Backend):
+class RoleBackend(RecordingBackend):
     """Answers each request by its role: `rules[role](request) -> str | Completion`.
 
     Default rules: the Detector calls a text good unless it holds "DAMAGED"; the Generator prefixes
@@ -51,12 +51,10 @@ class RoleBackend(Backend):
 
     def __init__(self, rules: dict[str, Callable] | None = None, templates: Templates | None = None,
                  delay: float = 0.0, error: Exception | None = None):
-        super().__init__("role-fake")
+        super().__init__("role-fake", delay, error)
         self.templates = templates or load_templates()
         self.rules = {**self.defaults(), **(rules or {})}
-        self.delay, self.error = delay, error
         self.seen: list[tuple[str, ChatRequest]] = []
-        self.calls: list[int] = []
 
     def defaults(self) -> dict[str, Callable]:
         t = self.templates
@@ -71,19 +69,10 @@ class RoleBackend(Backend):
                                  "3. Read the whole response before deciding.",
         }
 
-    async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
-        self.calls.append(len(requests))
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.error is not None:
-            raise self.error
-        out = []
-        for r in requests:
-            role = role_of(r, self.templates)
-            self.seen.append((role, r))
-            reply = self.rules[role](r)
-            out.append(Completion(text=reply, completion_tokens=5) if isinstance(reply, str) else reply)
-        return out
+    def reply(self, request: ChatRequest) -> str | Completion:
+        role = role_of(request, self.templates)
+        self.seen.append((role, request))
+        return self.rules[role](request)
 
     def roles(self) -> list[str]:
         return [role for role, _ in self.seen]

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import asyncio
 import math
 
 from eval.judge import Judge
 from generate.backends import Backend, ChatRequest, Completion, Model, RetryPolicy, TokenLogprob
+from tests.backends import RecordingBackend
 
 
-class DigitJudgeBackend(Backend):
+class DigitJudgeBackend(RecordingBackend):
     """Answers logprob-mode judge requests with a fixed digit: 5 if the story says "brilliant", else 1.
 
     Records each engine call's size, so tests can check the reward batches its judge calls.
@@ -19,21 +19,11 @@ class DigitJudgeBackend(Backend):
     supports_prefill = True
 
     def __init__(self, delay: float = 0.0, error: Exception | None = None):
-        super().__init__("fake-judge")
-        self.delay, self.error = delay, error
-        self.calls: list[int] = []
+        super().__init__("fake-judge", delay, error)
 
-    async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
-        self.calls.append(len(requests))
-        if self.delay:
-            await asyncio.sleep(self.delay)
-        if self.error is not None:
-            raise self.error
-        out = []
-        for r in requests:
-            digit = "5" if "brilliant" in r.messages[-1]["content"] else "1"
-            out.append(Completion(text=digit, logprobs=[TokenLogprob(digit, 0.0, {digit: 0.0, "0": -math.inf})]))
-        return out
+    def reply(self, request: ChatRequest) -> Completion:
+        digit = "5" if "brilliant" in request.messages[-1]["content"] else "1"
+        return Completion(text=digit, logprobs=[TokenLogprob(digit, 0.0, {digit: 0.0, "0": -math.inf})])
 
 
 def fake_judge(backend: Backend) -> Judge:
