@@ -13,8 +13,9 @@
 - `history.csv`: every submission ever stored (the last per rater, story and aspect counts).
 - `agreement.json` and `table4.md`: per aspect Krippendorff's alpha among raters, the human mean ±
   std over stories (sample std), and against the judge ICC(A,1), Bland-Altman bias and limits and
-  Pearson r (`eval.alignment` on `ratings.csv`, the one implementation); the agreement rate of
-  the human labels with each automatic verdict the runs' scores.jsonl hold, and which are absent.
+  Pearson r with their confidence intervals (`eval.alignment` on `ratings.csv`, the one
+  implementation; table4.md shows those of ICC and r); the agreement rate of the human labels
+  with each automatic verdict the runs' scores.jsonl hold, and which are absent.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import statistics
 from dataclasses import asdict
 from pathlib import Path
 
-from eval.alignment import alignment_table, read_ratings
+from eval.alignment import CI_LEVEL, alignment_table, read_ratings
 from eval.rating import store
 from eval.rating.agreement import interval, krippendorff_alpha, nominal, verdict_agreement
 from eval.rating.study import AUTO_VERDICTS
@@ -166,24 +167,36 @@ def _write_labelled(path: Path, stories: dict, labels: dict[str, int]) -> None:
 
 
 def _finite(value):
-    """NaN (undefined statistics) as JSON null."""
+    """NaN (undefined statistics) as JSON null, also inside intervals (tuples, written as lists)."""
     if isinstance(value, float) and math.isnan(value):
         return None
     if isinstance(value, dict):
         return {k: _finite(v) for k, v in value.items()}
-    return [_finite(v) for v in value] if isinstance(value, list) else value
+    return [_finite(v) for v in value] if isinstance(value, list | tuple) else value
 
 
 def table_markdown(report: dict) -> str:
     """Table 4 of LLM Review per aspect, then the agreement rates with automatic verdicts."""
     f = lambda x, d=3: "n/a" if x is None or (isinstance(x, float) and math.isnan(x)) else f"{x:.{d}f}"  # noqa: E731
+
+    def with_ci(a: dict, key: str) -> str:
+        """`0.842 [0.123, 0.987]`: the estimate and its interval, or the estimate alone without one."""
+        text, ci = f(a.get(key)), a.get(f"{key}_ci")
+        if text == "n/a" or not ci or "n/a" in (bounds := [f(b) for b in ci]):
+            return text
+        return f"{text} [{bounds[0]}, {bounds[1]}]"
+
+    level = next((a["ci_level"] for a in report["aspects"].values() if "ci_level" in a), CI_LEVEL)
+    ci = f"[{level * 100:g}% CI]"
     lines = [f"# Human ratings ({report['mode']}): {report['n_stories']} stories, {len(report['raters'])} raters", "",
-             "| aspect | stories | human mean ± std | Krippendorff's alpha | ICC(A,1) | bias | 95% LoA | Pearson r |",
+             "| aspect | stories | human mean ± std | Krippendorff's alpha "
+             f"| ICC(A,1) {ci} | bias | 95% LoA | Pearson r {ci} |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for aspect, a in report["aspects"].items():
         loa = f"[{f(a['loa_low'])}, {f(a['loa_high'])}]" if "loa_low" in a else "n/a"
         lines.append(f"| {aspect} | {a['n_stories']} | {f(a['human_mean'], 2)} ± {f(a['human_std'], 2)} | "
-                     f"{f(a['alpha'])} | {f(a.get('icc_a1'))} | {f(a.get('bias'))} | {loa} | {f(a.get('pearson_r'))} |")
+                     f"{f(a['alpha'])} | {with_ci(a, 'icc_a1')} | {f(a.get('bias'))} | {loa} | "
+                     f"{with_ci(a, 'pearson_r')} |")
     lines += ["", f"Human labels: {report['labels']['good']} good, {report['labels']['bad']} not "
                   f"({report['labels']['rule']})."]
     for key, r in report["verdict_agreement"].items():

@@ -12,7 +12,7 @@ import pytest
 from eval.alignment import alignment_table, read_ratings
 from eval.rating import store
 from eval.rating.agreement import interval, krippendorff_alpha, nominal
-from eval.rating.export import export
+from eval.rating.export import export, table_markdown
 from eval.rating.study import add_raters, open_study
 from generate.common.errors import UsageError
 from rewards.curation.data import load_candidates
@@ -64,6 +64,9 @@ def test_likert_export_feeds_alignment_with_the_hand_computed_numbers(tmp_path):
     assert a["alpha"] == pytest.approx(7 / 13)  # D_o = 8/7, D_e = 104/42
     assert a["human_mean"] == pytest.approx(8.5 / 3) and a["human_std"] == pytest.approx(sd)
     assert a["icc_a1"] == pytest.approx(c.icc_a1) and a["n_stories"] == 3
+    # McGraw & Wong's 95% interval of ICC(A,1) on 3 stories is wide; Fisher z needs 4 for r's
+    assert c.icc_a1_ci == pytest.approx((-1.164, 0.996), abs=5e-4) and a["icc_a1_ci"] == c.icc_a1_ci
+    assert all(math.isnan(b) for b in c.pearson_r_ci)
     assert report["raters"] == {"ann": 3, "bob": 3, "cat": 1}
     # labels: consensus over aspects >= 4 is good: only robot-01; the principle judge said voice 0, robot 1, mars 1
     assert report["verdict_agreement"]["principle_good"] == {"name": "principle judge (adversarial framework)",
@@ -74,8 +77,30 @@ def test_likert_export_feeds_alignment_with_the_hand_computed_numbers(tmp_path):
     assert {e.response: e.label for e in labelled}["The robot painted a grey sea."] == 1
     assert {c.label for c in load_candidates([str(tmp_path / "out" / "labelled.jsonl")])} == {0, 1}
     md = (tmp_path / "out" / "table4.md").read_text()
-    assert "| concepts | 3 | 2.83 ± 1.04 | 0.538 | 0.842 | 0.167 |" in md
-    assert json.loads((tmp_path / "out" / "agreement.json").read_text())["aspects"]["logic"]["n"] == 3
+    assert "| ICC(A,1) [95% CI] | bias | 95% LoA | Pearson r [95% CI] |" in md
+    assert ("| concepts | 3 | 2.83 ± 1.04 | 0.538 | 0.842 [-1.164, 0.996] | 0.167 | [-1.873, 2.207] "
+            "| 0.961 |") in md
+    written = json.loads((tmp_path / "out" / "agreement.json").read_text())["aspects"]
+    assert written["logic"]["n"] == 3 and written["concepts"]["ci_level"] == 0.95
+    assert written["concepts"]["pearson_r_ci"] == [None, None]  # NaN inside an interval is null too
+    assert written["concepts"]["icc_a1_ci"] == pytest.approx([-1.164, 0.996], abs=5e-4)
+
+
+def test_table4_shows_the_intervals_of_icc_and_r_at_their_level():
+    aspect = {"n_stories": 30, "alpha": 0.61, "human_mean": 3.2, "human_std": 0.8, "icc_a1": 0.41,
+              "icc_a1_ci": (0.12, 0.64), "bias": -0.2, "loa_low": -1.5, "loa_high": 1.1, "pearson_r": 0.5,
+              "pearson_r_ci": (0.17, 0.73), "bias_ci": (-0.4, 0.0), "ci_level": 0.9}
+    # undefined ICC, and r's interval as agreement.json holds it (null bounds)
+    undefined = {**aspect, "icc_a1": math.nan, "icc_a1_ci": (math.nan, math.nan),
+                 "pearson_r_ci": [None, None]}
+    report = {"mode": "likert", "n_stories": 30, "raters": {"ann": 30},
+              "aspects": {"a": aspect, "b": undefined}, "labels": {"good": 1, "bad": 2, "rule": "r"},
+              "verdict_agreement": {}, "absent_verdicts": []}
+    md = table_markdown(report)
+    assert "| ICC(A,1) [90% CI] | bias | 95% LoA | Pearson r [90% CI] |" in md
+    assert ("| a | 30 | 3.20 ± 0.80 | 0.610 | 0.410 [0.120, 0.640] | -0.200 | [-1.500, 1.100] "
+            "| 0.500 [0.170, 0.730] |") in md
+    assert "| b | 30 | 3.20 ± 0.80 | 0.610 | n/a | -0.200 | [-1.500, 1.100] | 0.500 |" in md
 
 
 def test_verdict_export_takes_the_majority_and_nominal_alpha(tmp_path):
