@@ -9,7 +9,9 @@ Review gets from interaction, and at what cost? And which reward signal trains t
    use). Every evaluation below uses one set of prompts that no training step sees: the held-out
    split (`--eval-dataset heldout`, 4 prompts of the bundled set), or prompts of another dataset
    such as SciFi-100, the paper's benchmark (`--eval-dataset scifi100 --eval-limit 8`: 8 prompts
-   from 8 aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts.
+   from 8 aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts, and
+   `compare` corrects for the many tests of a comparison: with 8 prompts no gain can be called
+   significant (the story says so when it starts; `--eval-limit 11` or more makes claims possible).
 2. Baseline: the base writer as single agent and inside Review, on the evaluation prompts.
 3. One GRPO writer per reward signal (`--signals`), all with the same CPU recipe but the reward:
    `composite` (ours: judge + novelty + diversity + length), `rm` (the Bradley-Terry reward model
@@ -41,6 +43,8 @@ from typing import Any
 from eval.compare import compare, load_run
 from eval.compare.report import write_outputs
 from eval.corpus.resolve import reference_dir_option
+from eval.multiplicity import attainable
+from eval.rubric import load_rubric
 from eval.run import EvalConfig, Evaluator
 from eval.signals import agreement, confound_table, principles_record, render_confounds
 from eval.view import write_view
@@ -217,6 +221,7 @@ class Story:
         write_prompts(prompts, self.prompts_file)
         log.info("evaluating on %d prompts (%s) over %d aspects", len(prompts), cfg.eval_dataset,
                  len({t.aspect for t in prompts}))
+        self.warn_if_underpowered(len(prompts))
         for name in ("base", "review"):
             self.generate(name, BASE)
         options, rm_dir, principles = self.prepare_signals(train_tasks, prompts)
@@ -230,6 +235,17 @@ class Story:
         self.report(prompts, signals=bool(rm_dir or principles))
         raise_failures(self.failed)
         return 0
+
+    def warn_if_underpowered(self, n_prompts: int) -> None:
+        """Say before the hours of work, not after, when `compare` could call no gain significant:
+        at least one test per run and judge or rule metric, Holm-corrected (`eval.multiplicity`)."""
+        tests = (len(self.runs) - 1) * len(load_rubric().catalog().with_judge_average())
+        power = attainable(n_prompts, tests, "holm", 0.05)
+        if not power["possible"]:
+            log.warning("%d evaluation prompts are too few for any significant gain: over %d or more tests Holm "
+                        "needs p < %.2g, and Wilcoxon's test on %d prompts gives none below %s (--eval-limit %s "
+                        "or more makes claims possible)", n_prompts, tests, power["needed_p"], n_prompts,
+                        "n/a" if power["min_p"] is None else f"{power['min_p']:.2g}", power["prompts_needed"])
 
     def timed(self, step: str, fn: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter()

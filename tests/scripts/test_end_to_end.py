@@ -117,6 +117,18 @@ def test_writers_on_weak_or_their_own_signals_are_marked_in_every_table(story, t
     assert flow.labels({"kl"})["tuned_principle"] == "tuned_principle"  # not scored by its signal: no mark
 
 
+def test_the_story_warns_up_front_when_its_evaluation_is_too_small_for_any_claim(story, tmp_path, caplog):
+    flow = story.Story(story.StoryConfig(out=str(tmp_path)))  # base, review, tuned, tuned_review
+    with caplog.at_level("WARNING", logger=story.log.name):
+        flow.warn_if_underpowered(8)
+    assert ("8 evaluation prompts are too few for any significant gain: over 33 or more tests Holm needs "
+            "p < 0.0015, and Wilcoxon's test on 8 prompts gives none below 0.0078 (--eval-limit 11 or more") in caplog.text
+    caplog.clear()
+    with caplog.at_level("WARNING", logger=story.log.name):
+        flow.warn_if_underpowered(11)
+    assert not caplog.records
+
+
 def test_make_setup_installs_the_torch_that_pyproject_pins(tmp_path):
     """The Makefile installs torch first (so nothing else picks its build), at the version it reads
     from pyproject.toml: a pin bumped there cannot leave the set-up installing the old one."""
