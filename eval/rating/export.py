@@ -30,7 +30,8 @@ from pathlib import Path
 
 from eval.alignment import CI_LEVEL, alignment_table, read_ratings
 from eval.rating import store
-from eval.rating.agreement import interval, krippendorff_alpha, nominal, verdict_agreement
+from eval.rating import agreement
+from eval.rating.agreement import alpha_interval, interval, krippendorff_alpha, nominal, verdict_agreement
 from eval.rating.study import AUTO_VERDICTS
 from generate.common.errors import UsageError
 
@@ -101,7 +102,8 @@ def _aspect_table(meta: dict, by_story: dict, csv_path: Path | None) -> dict[str
     for aspect in meta["aspects"]:
         votes = by_story.get(aspect, {})
         consensus = [statistics.fmean(v.values()) for v in votes.values()]
-        row = {"alpha": krippendorff_alpha([list(v.values()) for v in votes.values()], distance),
+        units = [list(v.values()) for v in votes.values()]
+        row = {"alpha": krippendorff_alpha(units, distance), "alpha_ci": alpha_interval(units, distance),
                "human_mean": statistics.fmean(consensus) if consensus else math.nan,
                "human_std": statistics.stdev(consensus) if len(consensus) > 1 else math.nan,
                "n_stories": len(consensus)}
@@ -187,19 +189,20 @@ def table_markdown(report: dict) -> str:
         return f"{text} [{bounds[0]}, {bounds[1]}]"
 
     level = next((a["ci_level"] for a in report["aspects"].values() if "ci_level" in a), CI_LEVEL)
-    ci = f"[{level * 100:g}% CI]"
+    ci, own = f"[{level * 100:g}% CI]", f"[{agreement.CI_LEVEL * 100:g}% CI]"  # alignment's level; alpha's and rates'
     lines = [f"# Human ratings ({report['mode']}): {report['n_stories']} stories, {len(report['raters'])} raters", "",
-             "| aspect | stories | human mean ± std | Krippendorff's alpha "
+             f"| aspect | stories | human mean ± std | Krippendorff's alpha {own} "
              f"| ICC(A,1) {ci} | bias | 95% LoA | Pearson r {ci} |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for aspect, a in report["aspects"].items():
         loa = f"[{f(a['loa_low'])}, {f(a['loa_high'])}]" if "loa_low" in a else "n/a"
         lines.append(f"| {aspect} | {a['n_stories']} | {f(a['human_mean'], 2)} ± {f(a['human_std'], 2)} | "
-                     f"{f(a['alpha'])} | {with_ci(a, 'icc_a1')} | {f(a.get('bias'))} | {loa} | "
+                     f"{with_ci(a, 'alpha')} | {with_ci(a, 'icc_a1')} | {f(a.get('bias'))} | {loa} | "
                      f"{with_ci(a, 'pearson_r')} |")
     lines += ["", f"Human labels: {report['labels']['good']} good, {report['labels']['bad']} not "
                   f"({report['labels']['rule']})."]
     for key, r in report["verdict_agreement"].items():
-        lines.append(f"- agreement with {r['name']} (`{key}`): {r['rate']:.3f} over {r['n']} stories")
+        lines.append(f"- agreement with {r['name']} (`{key}`): {with_ci(r, 'rate')} over {r['n']} stories "
+                     f"({own[1:-1]}: Wilson's)")
     lines += [f"- absent: {line}" for line in report["absent_verdicts"]]
     return "\n".join(lines) + "\n"

@@ -7,11 +7,12 @@ from __future__ import annotations
 import json
 import math
 
+import numpy as np
 import pytest
 
 from eval.alignment import alignment_table, read_ratings
 from eval.rating import store
-from eval.rating.agreement import interval, krippendorff_alpha, nominal
+from eval.rating.agreement import alpha_interval, interval, krippendorff_alpha, nominal, rate_interval
 from eval.rating.export import export, table_markdown
 from eval.rating.study import add_raters, open_study
 from generate.common.errors import UsageError
@@ -42,6 +43,24 @@ def rate(db, raters: dict[str, dict[str, int]], aspects):
     return sid
 
 
+def test_alpha_interval_resamples_stories_and_narrows_with_more_of_them():
+    rng = np.random.default_rng(0)
+    truth = rng.integers(0, 6, size=200)  # three raters who agree up to a point off now and then
+    units = [[int(np.clip(t + rng.choice([-1, 0, 0, 0, 1]), 0, 5)) for _ in range(3)] for t in truth]
+    alpha = krippendorff_alpha(units, interval)
+    small, large = alpha_interval(units[:20], interval), alpha_interval(units, interval)
+    assert large[0] < alpha < large[1] and large[1] - large[0] < small[1] - small[0]
+    assert alpha_interval(units, interval) == large  # seeded: the same report twice
+    # one pairable story, or no disagreement at all: no interval
+    assert all(math.isnan(b) for b in alpha_interval([[1, 2], [3]], interval))
+    assert all(math.isnan(b) for b in alpha_interval([[2, 2]] * 10, interval))
+
+
+def test_rate_interval_is_wilson_s():
+    assert rate_interval(9, 12) == pytest.approx((0.4677, 0.9111), abs=2e-4)  # p = 0.75, n = 12, by hand
+    assert rate_interval(0, 5)[0] == 0.0 and rate_interval(0, 5)[1] > 0.4  # not the degenerate [0, 0]
+
+
 def test_likert_export_feeds_alignment_with_the_hand_computed_numbers(tmp_path):
     db = tmp_path / "r.sqlite"
     conn, meta = open_study(db, write_study_runs(tmp_path / "runs"), "likert", seed=3)
@@ -69,17 +88,23 @@ def test_likert_export_feeds_alignment_with_the_hand_computed_numbers(tmp_path):
     assert all(math.isnan(b) for b in c.pearson_r_ci)
     assert report["raters"] == {"ann": 3, "bob": 3, "cat": 1}
     # labels: consensus over aspects >= 4 is good: only robot-01; the principle judge said voice 0, robot 1, mars 1
+    # Wilson's 95% interval of 2/3 by hand: center (2/3 + z^2/6) / (1 + z^2/3), half-width
+    # z sqrt(2/9/3 + z^2/36) / (1 + z^2/3), z = 1.96: [0.2077, 0.9385]
     assert report["verdict_agreement"]["principle_good"] == {"name": "principle judge (adversarial framework)",
-                                                             "rate": pytest.approx(2 / 3), "n": 3}
+                                                             "rate": pytest.approx(2 / 3), "n": 3,
+                                                             "rate_ci": pytest.approx((0.2077, 0.9385), abs=2e-4)}
     assert [line.split()[0] for line in report["absent_verdicts"]] == ["curation_good", "rm_good"]
     labelled = load_labelled(tmp_path / "out" / "labelled.jsonl")
     assert sorted(e.label for e in labelled) == [0, 0, 1]
     assert {e.response: e.label for e in labelled}["The robot painted a grey sea."] == 1
     assert {c.label for c in load_candidates([str(tmp_path / "out" / "labelled.jsonl")])} == {0, 1}
     md = (tmp_path / "out" / "table4.md").read_text()
-    assert "| ICC(A,1) [95% CI] | bias | 95% LoA | Pearson r [95% CI] |" in md
-    assert ("| concepts | 3 | 2.83 ± 1.04 | 0.538 | 0.842 [-1.164, 0.996] | 0.167 | [-1.873, 2.207] "
-            "| 0.961 |") in md
+    assert "| Krippendorff's alpha [95% CI] | ICC(A,1) [95% CI] | bias | 95% LoA | Pearson r [95% CI] |" in md
+    assert a["alpha_ci"][0] <= a["alpha"] <= a["alpha_ci"][1]
+    assert (f"| concepts | 3 | 2.83 ± 1.04 | 0.538 [{a['alpha_ci'][0]:.3f}, {a['alpha_ci'][1]:.3f}] "
+            "| 0.842 [-1.164, 0.996] | 0.167 | [-1.873, 2.207] | 0.961 |") in md
+    assert ("- agreement with principle judge (adversarial framework) (`principle_good`): 0.667 [0.208, 0.939] "
+            "over 3 stories (95% CI: Wilson's)") in md
     written = json.loads((tmp_path / "out" / "agreement.json").read_text())["aspects"]
     assert written["logic"]["n"] == 3 and written["concepts"]["ci_level"] == 0.95
     assert written["concepts"]["pearson_r_ci"] == [None, None]  # NaN inside an interval is null too
@@ -97,7 +122,8 @@ def test_table4_shows_the_intervals_of_icc_and_r_at_their_level():
               "aspects": {"a": aspect, "b": undefined}, "labels": {"good": 1, "bad": 2, "rule": "r"},
               "verdict_agreement": {}, "absent_verdicts": []}
     md = table_markdown(report)
-    assert "| ICC(A,1) [90% CI] | bias | 95% LoA | Pearson r [90% CI] |" in md
+    # alpha's interval is always 95%; the alignment's follow its level
+    assert "| Krippendorff's alpha [95% CI] | ICC(A,1) [90% CI] | bias | 95% LoA | Pearson r [90% CI] |" in md
     assert ("| a | 30 | 3.20 ± 0.80 | 0.610 | 0.410 [0.120, 0.640] | -0.200 | [-1.500, 1.100] "
             "| 0.500 [0.170, 0.730] |") in md
     assert "| b | 30 | 3.20 ± 0.80 | 0.610 | n/a | -0.200 | [-1.500, 1.100] | 0.500 |" in md
