@@ -24,10 +24,10 @@ from eval.compare.checks import MISMATCH_FIELDS
 from eval.compare.gains import compare
 from eval.compare.report import render_markdown, write_outputs
 from eval.compare.runs import load_run, parse_run_spec
+from eval.multiplicity import CORRECTIONS
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
-from eval.multiplicity import CORRECTIONS
 from generate.common.ranges import AT_LEAST_1, FRACTION, OneOf, check_options, checked, in_range
 
 EXAMPLE = "review-lab compare --run base=runs/benchmark/single --run review=runs/benchmark/review --out runs/compare"

@@ -100,9 +100,9 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, n_boot: i
         The JSON-ready comparison: `config`, `metrics` (their specs), `prompts` (common count,
         dropped ids per run), `describe` (metric -> run -> mean/std/se/n over stories), `gains`
         (metric -> run -> paired test, adjusted p, significance, missing prompt ids, gain per
-        extra base-run of tokens), `correction` (its label and promise), `power` (whether this sample could make any significance
-        call), `cost` (run -> mean per prompt and multiples of the baseline, or None),
-        `mismatches` and `verdict` (one line per headline metric).
+        extra base-run of tokens), `correction` (its label and promise), `power` (whether this
+        sample could make any significance call), `cost` (run -> mean per prompt and multiples of
+        the baseline, or None), `mismatches` and `verdict` (one line per headline metric).
     """
     _check_names(runs)
     if correction not in CORRECTIONS:

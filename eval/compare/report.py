@@ -51,16 +51,17 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         lines.append(f"| {label(comparison, metric)} | " + " | ".join(cells) + " |")
     lines += [
         "", f"## Gain over `{base}` (paired by prompt)", "",
-        f"| metric | run | gain | {level} CI | p | p ({correction_label(comparison)}) | prompts | missing | significant "
-        "| gain per extra base tokens |",
+        f"| metric | run | gain | {level} CI | p | p ({correction_label(comparison)}) | prompts | missing "
+        "| significant | gain per extra base tokens |",
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for metric, by_run in comparison["gains"].items():
         for name, g in by_run.items():
             ci = "—" if g["gain"] is None else f"[{signed(g['ci_low'])}, {signed(g['ci_high'])}]"
+            gain = signed(g["gain"]) if g["gain"] is not None else "—"
             lines.append(
-                f"| {label(comparison, metric)} | `{name}` | {signed(g['gain']) if g['gain'] is not None else '—'} | {ci} "
-                f"| {_cell(g['p_value'], '.2g')} | {_cell(g['p_adjusted'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
+                f"| {label(comparison, metric)} | `{name}` | {gain} | {ci} | {_cell(g['p_value'], '.2g')} "
+                f"| {_cell(g['p_adjusted'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
                 f"| {'yes' if g['significant'] else 'no'} | {_cell(g['gain_per_extra_base_tokens'])} |"
             )
     lines += [

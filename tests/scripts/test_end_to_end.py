@@ -122,7 +122,8 @@ def test_the_story_warns_up_front_when_its_evaluation_is_too_small_for_any_claim
     with caplog.at_level("WARNING", logger=story.log.name):
         flow.warn_if_underpowered(8)
     assert ("8 evaluation prompts are too few for any significant gain: over 33 or more tests Holm needs "
-            "p < 0.0015, and Wilcoxon's test on 8 prompts gives none below 0.0078 (--eval-limit 11 or more") in caplog.text
+            "p < 0.0015, and Wilcoxon's test on 8 prompts gives none below 0.0078 (--eval-limit 11 or more"
+            ) in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger=story.log.name):
         flow.warn_if_underpowered(11)
