@@ -23,12 +23,14 @@ from eval.stats import summarize
 log = logging.getLogger(__name__)
 
 CELL_NOTE = ("Cells: mean ± standard deviation over stories (homogenization: over prompts), with the standard "
-             "error of the mean (se); n/a: no value (summary.json says why).")
+             "error of the mean (se, clustered by prompt: a prompt's stories are not independent); n/a: no value "
+             "(summary.json says why).")
 
 
-def summary_cell(values: list, missing: list[str]) -> dict:
-    """mean, std, se and n over the present values, and the missing ones counted by reason."""
-    return {**asdict(summarize([v for v in values if v is not None])), "missing": dict(Counter(missing))}
+def summary_cell(values: list, missing: list[str], prompts: list[str]) -> dict:
+    """mean, std, se (clustered by prompt) and n over the present values, and the missing ones
+    counted by reason."""
+    return {**asdict(summarize(values, prompts)), "missing": dict(Counter(missing))}
 
 
 def summarize_frameworks(rows: list[dict], catalog: Catalog) -> dict[str, dict[str, dict]]:
@@ -42,7 +44,7 @@ def summarize_frameworks(rows: list[dict], catalog: Catalog) -> dict[str, dict[s
             units = list({r["prompt_id"]: r for r in mine}.values()) if spec.per_prompt else mine
             values = [r.get(spec.key) for r in units]
             reasons = [(r.get("missing") or {}).get(spec.key, "not recorded") for r in units if r.get(spec.key) is None]
-            out[fw][spec.key] = summary_cell(values, reasons)
+            out[fw][spec.key] = summary_cell(values, reasons, [r["prompt_id"] for r in units])
     return out
 
 

@@ -28,17 +28,21 @@ _MAX_BLOCK_VALUES = 2_000_000
 
 @dataclass(frozen=True)
 class Summary:
-    """Mean, sample standard deviation (ddof=1), standard error of the mean (std / sqrt(n)) and
-    count; std and se are None below 2 values, mean None if empty.
+    """Mean, sample standard deviation (ddof=1), standard error of the mean and count; std and se
+    are None below 2 values (se also below 2 clusters), mean None if empty.
 
     Both spreads are kept because they answer different questions: std how much stories vary,
-    se how precisely the mean is known (papers' "±" is often the latter, unlabelled).
+    se how precisely the mean is known (papers' "±" is often the latter, unlabelled). The se is
+    clustered by prompt where the stories' prompts are given (`n_clusters` of them): a
+    multi-agent run writes several stories per prompt, which share the prompt's difficulty, so
+    std / sqrt(stories) would claim a precision that only more prompts can buy.
     """
 
     mean: float | None
     std: float | None
     se: float | None
     n: int
+    n_clusters: int | None = None
 
 
 @dataclass(frozen=True)
@@ -58,14 +62,34 @@ def significant(ci_low: float, ci_high: float, p_adjusted: float | None, alpha: 
     return (ci_low > 0 or ci_high < 0) and p_adjusted is not None and p_adjusted < alpha
 
 
-def summarize(values: Sequence[float]) -> Summary:
-    """Mean, std and standard error of `values` (non-finite values dropped), with their count."""
-    x = np.asarray([v for v in values if v is not None and math.isfinite(v)], dtype=np.float64)
+def summarize(values: Sequence[float | None], clusters: Sequence[str] | None = None) -> Summary:
+    """Mean, std and standard error of `values` (non-finite values dropped), with their count.
+
+    Args:
+        values: One value per story.
+        clusters: The prompt of each value, same order. The se is then the cluster-robust (CR1)
+            standard error of the mean, sqrt(G / (G - 1) * sum over prompts of (sum of the
+            prompt's residuals)^2) / n with G prompts: with k stories on every prompt it is the
+            std of the prompt means over sqrt(G), and with one story per prompt std / sqrt(n).
+    """
+    keep = [i for i, v in enumerate(values) if v is not None and math.isfinite(v)]
+    x = np.asarray([values[i] for i in keep], dtype=np.float64)
+    groups = None if clusters is None else [clusters[i] for i in keep]
+    n_clusters = None if groups is None else len(set(groups))
     if x.size == 0:
-        return Summary(None, None, None, 0)
+        return Summary(None, None, None, 0, n_clusters)
+    mean = float(np.mean(x))
     std = float(np.std(x, ddof=1)) if x.size >= 2 else None
-    se = std / math.sqrt(x.size) if std is not None else None
-    return Summary(float(np.mean(x)), std, se, int(x.size))
+    if groups is None or n_clusters == x.size:  # independent stories: the plain formula
+        se = std / math.sqrt(x.size) if std is not None else None
+    elif n_clusters < 2:
+        se = None  # one prompt: nothing says how the mean would move on others
+    else:
+        sums: dict[str, float] = {}
+        for g, r in zip(groups, x - mean):
+            sums[g] = sums.get(g, 0.0) + float(r)
+        se = math.sqrt(n_clusters / (n_clusters - 1) * sum(t * t for t in sums.values())) / x.size
+    return Summary(mean, std, se, int(x.size), n_clusters)
 
 
 def paired_bootstrap_ci(

@@ -164,10 +164,11 @@ def _common_prompts(runs: Sequence[Run]) -> tuple[set[str], dict[str, str], dict
 
 
 def _describe(runs: Sequence[Run], metric: str, common: set[str], aspects: Sequence[str]) -> dict[str, Any]:
-    """Each run's mean, std, se and n of `metric` over its stories of the common prompts."""
-    return {run.name: asdict(summarize([
-        story_value(r, metric, aspects) for r in run.scores if r["prompt_sha256"] in common
-    ])) for run in runs}
+    """Each run's mean, std, se (clustered by prompt) and n of `metric` over its stories of the
+    common prompts."""
+    rows = {run.name: [r for r in run.scores if r["prompt_sha256"] in common] for run in runs}
+    return {name: asdict(summarize([story_value(r, metric, aspects) for r in mine],
+                                   [r["prompt_sha256"] for r in mine])) for name, mine in rows.items()}
 
 
 def _metric_gains(runs: Sequence[Run], base: Run, metric: str, common: set[str], ids: dict[str, str],

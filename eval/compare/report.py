@@ -42,7 +42,7 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         "A prompt without a value for a metric in either run is left out of that metric only (column 'missing').",
         *_mismatch_lines(comparison),
         "", "## Verdict", "", *(f"- {line}" for line in comparison["verdict"]), "",
-        "## Scores (mean ± std over stories, se = standard error of the mean, n)", "",
+        "## Scores (mean ± std over stories, se = standard error of the mean clustered by prompt, n)", "",
         "| metric | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|",
     ]
     for metric, by_run in comparison["describe"].items():

@@ -79,6 +79,28 @@ def test_summarize(values, mean, std, n):
     assert s.se == (None if std is None else pytest.approx(std / np.sqrt(n)))
 
 
+def test_a_prompt_s_stories_do_not_count_as_independent_evidence():
+    rng = np.random.default_rng(4)
+    prompts = [f"p{i}" for i in range(10)]
+    means = rng.normal(3.0, 0.5, size=10)
+    once = summarize(list(means), prompts)
+    # Three stories per prompt that all score the prompt's value: no more precise than one each.
+    thrice = summarize([m for m in means for _ in range(3)], [p for p in prompts for _ in range(3)])
+    assert (thrice.mean, thrice.n, thrice.n_clusters) == (pytest.approx(once.mean), 30, 10)
+    assert thrice.se == pytest.approx(once.se) == pytest.approx(np.std(means, ddof=1) / np.sqrt(10))
+    # Stories that vary around their prompt's value: the se of the prompt means, by balance.
+    noisy = [m + e for m in means for e in (-0.2, 0.0, 0.2)]
+    assert summarize(noisy, [p for p in prompts for _ in range(3)]).se == pytest.approx(once.se)
+    # Unbalanced, with a missing value: the CR1 formula by hand.
+    values, groups = [1.0, 2.0, None, 4.0, 6.0], ["a", "a", "a", "b", "c"]
+    mean = 13 / 4
+    sums = [(1 - mean) + (2 - mean), 4 - mean, 6 - mean]
+    s = summarize(values, groups)
+    assert (s.n, s.n_clusters) == (4, 3)
+    assert s.se == pytest.approx(np.sqrt(3 / 2 * sum(t * t for t in sums)) / 4)
+    assert summarize([1.0, 2.0], ["a", "a"]).se is None  # one prompt says nothing about others
+
+
 def test_significance_needs_both_the_ci_and_the_adjusted_p_value():
     test = paired_test([1.0] * 10, n_boot=100)
     assert significant(test.ci_low, test.ci_high, test.p_value, 0.05)

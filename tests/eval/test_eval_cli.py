@@ -92,19 +92,21 @@ def test_evaluation_writes_scores_summary_table_plots_and_manifest(tmp_path, tin
     assert list(frameworks) == ["review", "single"]
     for fw in frameworks:
         assert list(frameworks[fw]) == METRICS
-        assert all(set(s) == {"mean", "std", "se", "n", "missing"} for s in frameworks[fw].values())
-    assert frameworks["review"]["concepts"] == {"mean": 4.0, "std": 0.0, "se": 0.0, "n": 2, "missing": {}}
+        assert all(set(s) == {"mean", "std", "se", "n", "n_clusters", "missing"} for s in frameworks[fw].values())
+    # two stories of one prompt: their spread is known, how the mean would move on other prompts is not
+    assert frameworks["review"]["concepts"] == {"mean": 4.0, "std": 0.0, "se": None, "n": 2, "n_clusters": 1,
+                                                "missing": {}}
     assert frameworks["review"]["ethics"]["n"] == 0
     assert list(frameworks["review"]["ethics"]["missing"].values()) == [2]
     assert frameworks["review"]["homogenization"]["n"] == 1  # one prompt, counted once
-    assert frameworks["single"]["homogenization"] == {"mean": None, "std": None, "se": None, "n": 0,
+    assert frameworks["single"]["homogenization"] == {"mean": None, "std": None, "se": None, "n": 0, "n_clusters": 0,
                                                       "missing": {"one story per prompt": 1}}
     judge = json.loads((out / "judge_stats.json").read_text())
     assert judge["review"]["parse_failure_rate"] == pytest.approx(8 / 24)
     table = (out / "summary.md").read_text()
     assert table.startswith("| Framework | Concepts | Logic | Characters | World-Building | Ethics | Surprisal | "
                             "KL Div. | 1-Cos Sim. | Volume Gain | Homogenization |")
-    assert "| review | 4.00 ± 0.00 (se 0.00) | 2.00 ± 0.00 (se 0.00) |" in table
+    assert "| review | 4.00 ± 0.00 | 2.00 ± 0.00 |" in table  # one prompt: no se
     assert "- review, Ethics: 2 missing (2 × no parseable Score line" in table
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "evaluation" and manifest["provenance"]["reference"]["n_chunks"] == 4
