@@ -11,12 +11,14 @@ and each limit of agreement a t interval (Bland & Altman 1999).
 Usage (`python -m eval.alignment` is an alias):
     review-lab align --ratings ratings.csv [--out alignment.json] [--level 0.95]
 
-The CSV has columns story_id, aspect, human, judge (one row per story and aspect). The JSON is
-{aspect: {"icc_a1", "bias", "loa_low", "loa_high", "pearson_r", "n", "icc_a1_ci", "pearson_r_ci",
-"bias_ci", "loa_low_ci", "loa_high_ci", "ci_level"}}: each `*_ci` is the [low, high] confidence
-interval of its statistic at level `ci_level`. A statistic or bound that is undefined for the data
-is null: Pearson r and its interval when one rater gives every story the same score, ICC(A,1) and
-its interval when every score is identical, Pearson r's interval with 3 stories or fewer.
+The CSV has columns story_id, aspect, human, judge (one row per story and aspect). Beside the
+JSON, `<name>.manifest.json` records how it was made (the ratings file's hash, the level). The
+JSON is {aspect: {"icc_a1", "bias", "loa_low", "loa_high", "pearson_r", "n", "icc_a1_ci",
+"pearson_r_ci", "bias_ci", "loa_low_ci", "loa_high_ci", "ci_level"}}: each `*_ci` is the [low, high]
+confidence interval of its statistic at level `ci_level`. A statistic or bound that is undefined for
+the data is null: Pearson r and its interval when one rater gives every story the same score,
+ICC(A,1) and its interval when every score is identical, Pearson r's interval with 3 stories or
+fewer.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ from eval.icc import CI_LEVEL, NO_INTERVAL, check_level, icc_from_mean_squares, 
 from generate.common.cli import run_cli
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from generate.common.manifest import sha256_bytes, write_manifest
 from generate.common.ranges import FRACTION, ranged
 
 _COLUMNS = ("story_id", "aspect", "human", "judge")
@@ -296,6 +299,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         payload = {aspect: {k: _json_value(v) for k, v in asdict(a).items()} for aspect, a in table.items()}
         out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        # Beside the table, named after it: the folder may hold a rating export's own manifest.
+        ratings = Path(args.ratings)
+        write_manifest(out.parent, kind="alignment", config=vars(args), name=f"{out.stem}.manifest.json",
+                       extra={"ratings_sha256": sha256_bytes(ratings.read_bytes())})
     return 0
 
 

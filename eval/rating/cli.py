@@ -57,7 +57,7 @@ def _export(args) -> int:
 
     report = export(args.db, args.out, args.good_at)
     print((Path(args.out) / "table4.md").read_text(encoding="utf-8"), end="")
-    print(f"wrote {args.out}/: agreement.json, table4.md, labelled.jsonl, history.csv"
+    print(f"wrote {args.out}/: agreement.json, table4.md, labelled.jsonl, history.csv, manifest.json"
           + (", ratings.csv (review-lab align --ratings)" if report["mode"] == "likert" else ""))
     return 0
 

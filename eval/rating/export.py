@@ -10,12 +10,13 @@
   `review-lab principles optimize --labelled` and the curation ablations (`--candidates`) read.
   Verdict studies: the raters' majority (a tie gives no label). Likert studies: 1 when the
   consensus averaged over aspects is at least `good_at`.
+- `manifest.json`: how the export was made: the study's design (its meta) and the ratings it held.
 - `history.csv`: every submission ever stored (the last per rater, story and aspect counts).
 - `agreement.json` and `table4.md`: per aspect Krippendorff's alpha among raters, the human mean ±
   std over stories (sample std), and against the judge ICC(A,1), Bland-Altman bias and limits and
-  Pearson r with their confidence intervals (`eval.alignment` on `ratings.csv`, the one
-  implementation; table4.md shows those of ICC and r); the agreement rate of the human labels
-  with each automatic verdict the runs' scores.jsonl hold, and which are absent.
+  Pearson r (`eval.alignment` on `ratings.csv`, the one implementation), with their confidence
+  intervals (table4.md shows those of alpha, ICC and r); the agreement rate of the human labels
+  with each automatic verdict the runs' scores.jsonl hold, with its interval, and which are absent.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from eval.rating import agreement
 from eval.rating.agreement import alpha_interval, interval, krippendorff_alpha, nominal, verdict_agreement
 from eval.rating.study import AUTO_VERDICTS
 from generate.common.errors import UsageError
+from generate.common.manifest import write_manifest
 
 CSV_COLUMNS = ("story_id", "aspect", "human", "judge", "n_raters", "human_std", "run", "source_story_id", "model",
                "prompt_sha256")
@@ -152,10 +154,15 @@ def export(db: str | Path, out: str | Path, good_at: float = 4.0) -> dict:
                              else f"consensus averaged over aspects >= {good_at}"},
                   "aspects": _aspect_table(meta, by_story, csv_path),
                   "verdict_agreement": rates, "absent_verdicts": absent}
+        submissions = conn.execute("SELECT COUNT(*) FROM ratings").fetchone()[0]
     finally:
         conn.close()
     (out / "agreement.json").write_text(json.dumps(_finite(report), indent=2) + "\n", encoding="utf-8")
     (out / "table4.md").write_text(table_markdown(report), encoding="utf-8")
+    # The study as it stood (its design, and how many ratings it held): an export made later, with
+    # more ratings in, is told apart from this one.
+    write_manifest(out, kind="rating-export", config={"db": str(db), "out": str(out), "good_at": good_at},
+                   seed=meta.get("seed"), extra={"study": meta, "ratings_stored": submissions})
     return report
 
 

@@ -73,9 +73,11 @@ PER_INVOCATION = ("reliability", "peak_rss_gb")
 
 
 def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], seed: int | None = None,
-                   templates: dict[str, str] | None = None, extra: dict[str, Any] | None = None) -> Path:
+                   templates: dict[str, str] | None = None, extra: dict[str, Any] | None = None,
+                   name: str = "manifest.json") -> Path:
     """Write `manifest.json`: it describes the latest invocation of the run and keeps the earlier
-    ones (`_earlier`)."""
+    ones (`_earlier`). A command whose output is one file in a folder it does not own names its
+    manifest after that file (`name`), so that it cannot replace the folder's."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     manifest = {
@@ -92,9 +94,9 @@ def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], se
     }
     if extra:
         manifest.update(redact(extra))
-    earlier = _earlier(out_dir / "manifest.json", manifest)
+    earlier = _earlier(out_dir / name, manifest)
     manifest.update(process=PROCESS, **({"earlier_invocations": earlier} if earlier else {}))
-    return _write(out_dir / "manifest.json", manifest)
+    return _write(out_dir / name, manifest)
 
 
 def _earlier(path: Path, new: dict[str, Any]) -> list[dict[str, Any]]:

@@ -3,6 +3,7 @@ published values, degenerate data without warnings, and the alignment CLI."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import subprocess
@@ -222,6 +223,18 @@ def test_cli_writes_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture
     assert world["pearson_r"] is None and world["icc_a1"] is None
     assert world["pearson_r_ci"] == [None, None] and world["icc_a1_ci"] == [None, None]
     assert world["loa_low_ci"] == [0.0, 0.0]
+
+
+def test_the_json_has_a_manifest_beside_it_and_leaves_the_folder_s_own_alone(tmp_path: Path) -> None:
+    ratings = _write(tmp_path, GOOD)
+    folder = tmp_path / "human"
+    folder.mkdir()
+    (folder / "manifest.json").write_text('{"kind": "rating-export"}')  # what `rate export` writes there
+    assert main(["--ratings", str(ratings), "--out", str(folder / "alignment.json")]) == 0
+    manifest = json.loads((folder / "alignment.manifest.json").read_text())
+    assert manifest["kind"] == "alignment" and manifest["config"]["level"] == 0.95
+    assert manifest["ratings_sha256"] == hashlib.sha256(ratings.read_bytes()).hexdigest()
+    assert json.loads((folder / "manifest.json").read_text()) == {"kind": "rating-export"}
 
 
 def test_cli_level(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -105,6 +105,10 @@ def test_likert_export_feeds_alignment_with_the_hand_computed_numbers(tmp_path):
             "| 0.842 [-1.164, 0.996] | 0.167 | [-1.873, 2.207] | 0.961 |") in md
     assert ("- agreement with principle judge (adversarial framework) (`principle_good`): 0.667 [0.208, 0.939] "
             "over 3 stories (95% CI: Wilson's)") in md
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["kind"] == "rating-export" and manifest["seed"] == 3 and manifest["study"]["mode"] == "likert"
+    assert manifest["ratings_stored"] == 7 * len(ASPECTS) and manifest["config"]["good_at"] == 4.0
+    assert "token" not in json.dumps(manifest)  # the raters' links are secrets
     written = json.loads((tmp_path / "out" / "agreement.json").read_text())["aspects"]
     assert written["logic"]["n"] == 3 and written["concepts"]["ci_level"] == 0.95
     assert written["concepts"]["pearson_r_ci"] == [None, None]  # NaN inside an interval is null too
