@@ -1,8 +1,8 @@
 """ICC(A,1) and its confidence interval from a two-way ANOVA of an n targets x k raters matrix.
 
-Split from `eval.alignment` (which pairs the judge with the human consensus, k = 2) because the
-estimate and its McGraw & Wong interval are functions of the mean squares alone, for any k: that
-is how they are checked against Shrout & Fleiss's 6 x 4 table.
+A module of its own, apart from `eval.alignment` (which pairs the judge with the human consensus,
+k = 2), because the estimate and its McGraw & Wong interval are functions of the mean squares
+alone, for any k: that is how they are checked against Shrout & Fleiss's 6 x 4 table.
 """
 
 from __future__ import annotations
