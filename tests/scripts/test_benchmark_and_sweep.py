@@ -36,9 +36,11 @@ def test_benchmark_table_and_resume(tmp_path, corpus):
     # the cost counts every call the journal holds.
     assert len(journals["review"]) >= 21 and len(journals["single"]) >= 1
     assert table["frameworks"]["review"]["cost"]["x_single"]["calls"] == len(journals["review"]) / len(journals["single"])
-    assert table["frameworks"]["review"]["metrics"]["concepts"]["n"] == 3
+    concepts = table["frameworks"]["review"]["metrics"]["concepts"]
+    # three stories of one prompt: a spread over stories, no standard error over prompts
+    assert (concepts["n"], concepts["n_clusters"], concepts["se"]) == (3, 1, None) and concepts["std"] is not None
     md = (out / "benchmark.md").read_text()
-    assert "| review |" in md and "Tokens × single" in md and "(se " in md
+    assert "| review |" in md and "Tokens × single" in md and " ± " in md and "(se " not in md
     seconds = table["frameworks"]["review"]["seconds"]  # where the time went: generation and eval parts
     assert {"generation", "reference", "judge", "surprisal", "metrics"} <= set(seconds) and all(v >= 0 for v in seconds.values())
     assert "Where the time went:" in md and "judge (min)" in md
