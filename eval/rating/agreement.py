@@ -21,8 +21,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
+from eval.icc import CI_LEVEL  # one default level for every interval of the study
+
 Distance = Callable[[float, float], float]
-CI_LEVEL = 0.95
 N_BOOT = 2000  # bootstrap resamples of alpha's interval
 
 
