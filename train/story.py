@@ -10,8 +10,10 @@ Review gets from interaction, and at what cost? And which reward signal trains t
    split (`--eval-dataset heldout`, 4 prompts of the bundled set), or prompts of another dataset
    such as SciFi-100, the paper's benchmark (`--eval-dataset scifi100 --eval-limit 8`: 8 prompts
    from 8 aspects). Wilcoxon's test cannot reject at the 5% level with fewer than 6 prompts, and
-   `compare` corrects for the many tests of a comparison: with 8 prompts no gain can be called
-   significant (the story says so when it starts; `--eval-limit 11` or more makes claims possible).
+   `compare` corrects for the many tests of a comparison: with 8 prompts and every metric tested no
+   gain can be called significant (the story says so when it starts). `--eval-limit 11` or more
+   makes claims possible, and so do planned claims: `--metrics judge_average surprisal` tests only
+   those two metrics, 6 tests instead of 30.
 2. Baseline: the base writer as single agent and inside Review, on the evaluation prompts.
 3. One GRPO writer per reward signal (`--signals`), all with the same CPU recipe but the reward:
    `composite` (ours: judge + novelty + diversity + length), `rm` (the Bradley-Terry reward model
@@ -43,10 +45,12 @@ from typing import Any
 from eval.compare import compare, load_run
 from eval.compare.report import write_outputs
 from eval.corpus.resolve import reference_dir_option
+from eval.metrics.catalog import MetricSpec
 from eval.multiplicity import attainable
 from eval.rubric import load_rubric
 from eval.run import EvalConfig, Evaluator
-from eval.signals import agreement, confound_table, principles_record, render_confounds
+from eval.signals import (CURATION_METRICS, PRINCIPLE_METRICS, RM_METRICS, agreement, confound_table,
+                          principles_record, render_confounds)
 from eval.view import write_view
 from generate.backends import load_model
 from generate.common.config import parse_config
@@ -73,6 +77,15 @@ EXAMPLE = "review-lab story --out runs/story --eval-dataset heldout --max-steps 
 SIGNALS_EXAMPLE = "review-lab signals --eval-dataset scifi100 --eval-limit 8"
 
 
+def scored_metrics(signals: Sequence[str], curation_verdict: bool) -> list[MetricSpec]:
+    """What the story's evaluation scores, in `compare`'s default order: the judge average, the
+    rubric's aspects, the rule metrics, then the verdicts of the signals the story prepares (in the
+    order `eval.signals` adds them)."""
+    verdicts = ((PRINCIPLE_METRICS if "principle" in signals else ()) + (RM_METRICS if "rm" in signals else ())
+                + (CURATION_METRICS if curation_verdict else ()))
+    return load_rubric().catalog().extended(verdicts).with_judge_average()
+
+
 def check_eval_dataset(spec: str) -> None:
     """`heldout` (the training run's own held-out split), else a dataset that loads."""
     if spec != "heldout":
@@ -91,6 +104,9 @@ class StoryConfig:
         help="evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"))
     eval_limit: int | None = field(default=None, metadata=in_range(
         AT_LEAST_1, help="at most N evaluation prompts, across aspects"))
+    metrics: list[str] = field(default_factory=list, metadata={
+        "help": "the planned claims: the only metrics the comparisons test (default: every scored metric; "
+                "fewer tests let fewer prompts carry a claim)"})
     reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int = field(default=2000, metadata=in_range(AT_LEAST_1))
     curation_verdict: bool = field(default=False, metadata={
@@ -108,6 +124,11 @@ class StoryConfig:
         unknown = sorted(set(self.signals) - set(SIGNALS))
         if unknown or not self.signals:
             raise UsageError(f"unknown signal(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SIGNALS)}")
+        # Checked here, before the hours of work, not by `compare` at the end.
+        known = [m.key for m in scored_metrics(self.signals, self.curation_verdict)]
+        unplanned = [m for m in self.metrics if m not in known]
+        if unplanned:
+            raise UsageError(f"--metrics: this story scores no {', '.join(unplanned)}; choose from {', '.join(known)}")
 
 
 @dataclass
@@ -236,15 +257,22 @@ class Story:
         raise_failures(self.failed)
         return 0
 
+    def tests(self) -> int:
+        """How many tests `compare` makes of the runs against the base single agent: each run on each
+        planned metric, but not homogenization, which one story per prompt leaves undefined."""
+        cfg = self.cfg
+        planned = [m for m in scored_metrics(cfg.signals, cfg.curation_verdict) if not cfg.metrics or m.key in cfg.metrics]
+        return (len(self.runs) - 1) * sum(not m.per_prompt for m in planned)
+
     def warn_if_underpowered(self, n_prompts: int) -> None:
-        """Say before the hours of work, not after, when `compare` could call no gain significant:
-        at least one test per run and judge or rule metric, Holm-corrected (`eval.multiplicity`)."""
-        tests = (len(self.runs) - 1) * len(load_rubric().catalog().with_judge_average())
+        """Say before the hours of work, not after, when `compare` could call no gain significant
+        (Holm-corrected, `eval.multiplicity`)."""
+        tests = self.tests()
         power = attainable(n_prompts, tests, "holm", 0.05)
         if not power["possible"]:
-            log.warning("%d evaluation prompts are too few for any significant gain: over %d or more tests Holm "
+            log.warning("%d evaluation prompts are too few for any significant gain: over its %d tests Holm "
                         "needs p < %.2g, and Wilcoxon's test on %d prompts gives none below %s (--eval-limit %s "
-                        "or more makes claims possible)", n_prompts, tests, power["needed_p"], n_prompts,
+                        "or more, or fewer --metrics, makes claims possible)", n_prompts, tests, power["needed_p"], n_prompts,
                         "n/a" if power["min_p"] is None else f"{power['min_p']:.2g}", power["prompts_needed"])
 
     def timed(self, step: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -349,9 +377,10 @@ class Story:
         scored = {name: load_run(name, out / name) for name in runs}
         labels = self.labels({k for r in scored.values() for row in r.scores for k, v in row.items() if v is not None})
         loaded = {name: load_run(labels[name], out / name) for name in runs}
-        write_outputs(compare(list(loaded.values()), seed=cfg.seed), out / "compare")
+        planned = cfg.metrics or None
+        write_outputs(compare(list(loaded.values()), metrics=planned, seed=cfg.seed), out / "compare")
         if "tuned_review" in loaded:  # homogenization, undefined for one story per prompt, compares here
-            write_outputs(compare([loaded["review"], loaded["tuned_review"]], seed=cfg.seed),
+            write_outputs(compare([loaded["review"], loaded["tuned_review"]], metrics=planned, seed=cfg.seed),
                           out / "compare_in_review")
         write_view([f"{labels[name]}={out / name}" for name in runs], out / "view.html", compare_dir=out / "compare")
         excellence = {labels[name]: agreement(loaded[name].scores) for name in runs} if signals else None

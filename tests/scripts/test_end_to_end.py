@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from eval.rubric import load_rubric
 from generate.common.errors import UsageError
 from generate.datasets import Task, load_dataset, spread_over_aspects
 from train.split import split_tasks
@@ -121,13 +122,55 @@ def test_the_story_warns_up_front_when_its_evaluation_is_too_small_for_any_claim
     flow = story.Story(story.StoryConfig(out=str(tmp_path)))  # base, review, tuned, tuned_review
     with caplog.at_level("WARNING", logger=story.log.name):
         flow.warn_if_underpowered(8)
-    assert ("8 evaluation prompts are too few for any significant gain: over 33 or more tests Holm needs "
-            "p < 0.0015, and Wilcoxon's test on 8 prompts gives none below 0.0078 (--eval-limit 11 or more"
+    # 3 runs against the base single agent, on 10 metrics each (homogenization is undefined for it).
+    assert ("8 evaluation prompts are too few for any significant gain: over its 30 tests Holm needs "
+            "p < 0.0017, and Wilcoxon's test on 8 prompts gives none below 0.0078 (--eval-limit 11 or more"
             ) in caplog.text
     caplog.clear()
     with caplog.at_level("WARNING", logger=story.log.name):
         flow.warn_if_underpowered(11)
     assert not caplog.records
+
+
+def test_planned_claims_are_fewer_tests_that_8_prompts_can_carry(story, tmp_path, caplog):
+    """`--metrics judge_average surprisal`: 6 tests, Holm's first call needs p < 0.0083, and 8
+    prompts can give 0.0078, so the story does not call itself powerless."""
+    flow = story.Story(story.StoryConfig(out=str(tmp_path), metrics=["judge_average", "surprisal"]))
+    assert flow.tests() == 6
+    with caplog.at_level("WARNING", logger=story.log.name):
+        flow.warn_if_underpowered(8)
+    assert not caplog.records
+    assert story.Story(story.SignalsConfig(out=str(tmp_path))).tests() == 5 * 15  # as docs/signals.md counts
+
+
+@pytest.mark.parametrize("config, metric", [("StoryConfig", "rm_score"), ("StoryConfig", "judge_avg"),
+                                            ("SignalsConfig", "no_such_metric")])
+def test_a_metric_the_story_does_not_score_is_refused_before_any_work(story, config, metric):
+    from generate.common.config import parse_config
+
+    with pytest.raises(UsageError, match=f"--metrics: this story scores no {metric}; choose from judge_average"):
+        parse_config(getattr(story, config), ["--metrics", metric])
+    assert parse_config(story.SignalsConfig, ["--metrics", "rm_score"]).metrics == ["rm_score"]
+
+
+def test_the_story_compares_only_the_planned_metrics(story, tmp_path):
+    """Both of the story's comparisons test the planned metrics and nothing else, so the warning's
+    count of tests is the count `compare` corrects for."""
+    from tests.eval.test_compare import REVIEW_USAGE, write_run
+
+    prompts = [f"p-{i:02d}" for i in range(8)]
+    scores = {m: 3.0 for m in ("surprisal", "kl", "novelty_cos", "volume_gain", *load_rubric().aspects)}
+    for name, stories, shift in [("base", 1, 0.0), ("review", 3, 0.1), ("tuned", 1, 0.3), ("tuned_review", 3, 0.4)]:
+        usage = REVIEW_USAGE if stories == 3 else None
+        write_run(tmp_path, name, {p: [{k: v + shift + 0.01 * i for k, v in scores.items()}] * stories
+                                   for i, p in enumerate(prompts)}, **({"usage": usage} if usage else {}))
+    flow = story.Story(story.StoryConfig(out=str(tmp_path), metrics=["judge_average", "surprisal"]))
+    flow.report([], signals=False)
+    for folder, tests in [("compare", 6), ("compare_in_review", 2)]:
+        comparison = json.loads((tmp_path / folder / "comparison.json").read_text())
+        assert set(comparison["gains"]) == {"judge_average", "surprisal"}
+        assert comparison["power"]["tests"] == tests
+    assert comparison["power"]["possible"]
 
 
 def test_make_setup_installs_the_torch_that_pyproject_pins(tmp_path):
