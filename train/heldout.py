@@ -30,6 +30,7 @@ from pathlib import Path
 import numpy as np
 from trl import GRPOConfig
 
+from eval.stats import summarize
 from generate.backends import ChatRequest, SamplingParams, check_spec, load_model
 from generate.common.config import add_dataclass_args, build_config, load_yaml, new_parser
 from generate.common.errors import UsageError
@@ -72,11 +73,15 @@ def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
         model.close()
 
 
-def paired_difference(per_prompt: np.ndarray, base: np.ndarray) -> tuple[float, float]:
-    """Mean and standard error over prompts of (model - base) per-prompt means."""
-    diff = per_prompt - base
-    sem = float(diff.std(ddof=1) / math.sqrt(len(diff))) if len(diff) > 1 else float("nan")
-    return float(diff.mean()), sem
+def paired_difference(per_prompt: np.ndarray, base: np.ndarray) -> str:
+    """Mean +- standard error over prompts of (model - base) per-prompt means (`eval.stats`), over
+    the prompts both models have a total for: a prompt whose every sample failed is left out and
+    counted, never a NaN that hides the other prompts' difference."""
+    diff = summarize(list(per_prompt - base))
+    if diff.mean is None:
+        return "n/a (no prompt with both totals)"
+    cell = f"{diff.mean:+.4f} +- {'n/a' if diff.se is None else f'{diff.se:.4f}'}"
+    return cell if diff.n == len(base) else f"{cell} ({diff.n} of {len(base)} prompts)"
 
 
 def table(results: dict[str, dict[str, list]], n_prompts: int, samples: int) -> str:
@@ -86,11 +91,13 @@ def table(results: dict[str, dict[str, list]], n_prompts: int, samples: int) -> 
     rows, base = [], None
     for label, res in results.items():
         totals = np.array([np.nan if t is None else t for t in res["totals"]], dtype=float)
-        per_prompt = np.nanmean(totals.reshape(n_prompts, samples), axis=1)
+        by_prompt = totals.reshape(n_prompts, samples)
+        answered = np.isfinite(by_prompt).any(axis=1)
+        per_prompt = np.full(n_prompts, np.nan)
+        per_prompt[answered] = np.nanmean(by_prompt[answered], axis=1)
         base = per_prompt if base is None else base
-        cells = [label] + [f"{_mean(res['values'][n]):.4f}" for n in names] + [f"{np.nanmean(totals):.4f}"]
-        diff, sem = paired_difference(per_prompt, base)
-        cells.append("-" if per_prompt is base else f"{diff:+.4f} +- {sem:.4f}")
+        cells = [label] + [f"{_mean(res['values'][n]):.4f}" for n in names] + [f"{_mean(list(totals)):.4f}"]
+        cells.append("-" if per_prompt is base else paired_difference(per_prompt, base))
         rows.append(cells)
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)) for r in [header] + rows)

@@ -50,6 +50,18 @@ def test_heldout_table_reports_paired_differences():
     assert lines[2].split()[-3:] == ["+0.7500", "+-", "0.2500"]  # prompt diffs 1.0 and 0.5
 
 
+def test_a_prompt_whose_samples_all_failed_is_left_out_of_the_difference_and_counted():
+    """A failed reward is missing, not 0, and one prompt without a total must not turn the other
+    prompts' paired difference into NaN."""
+    results = {
+        "base": {"values": {"length": [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]}, "totals": [0.0, 0.0, 1.0, 1.0, 2.0, 2.0]},
+        "grpo": {"values": {"length": [1.0, 1.0, None, None, 2.0, 3.0]}, "totals": [1.0, 1.0, None, None, 2.0, 3.0]},
+    }
+    lines = heldout_reward.table(results, n_prompts=3, samples=2).splitlines()
+    assert lines[2].endswith("+0.7500 +- 0.2500 (2 of 3 prompts)")  # prompt diffs 1.0 and 0.5
+    assert lines[2].split()[2] == "1.7500"  # the total's mean over the answered samples
+
+
 def test_recipe_settings_take_rewards_and_decoding_from_the_recipe():
     config = {"reward_funcs": ["length"], "reward_weights": [2.0], "max_completion_length": 40, "beta": 0.1}
     script, settings = heldout_reward.recipe_settings(config)
