@@ -26,6 +26,9 @@ REFERENCE ?= $(or $(SCIFI_REFERENCE_DIR),$(wildcard ../shared/data/scifi-referen
 # prompts (8 aspects, none seen in training) when it is at hand, else on the 4 held-out prompts.
 SCIFI100 ?= $(or $(SCIFI100_PATH),$(wildcard ../shared/data/scifi100.json))
 STORY_EVAL := $(if $(SCIFI100),--eval-dataset scifi100 --eval-limit 8,--eval-dataset heldout)
+# Planned claims: `make story METRICS="judge_average surprisal"` tests only those metrics, few enough
+# tests for 8 prompts to carry a claim (docs/train.md); by default every scored metric is tested.
+STORY_EVAL += $(if $(METRICS),--metrics $(METRICS))
 
 # The viewer's browser tests (tests/view) drive Debian's Chromium through Playwright; Playwright's
 # own browser download cannot work here. Installed once, skipped when present.

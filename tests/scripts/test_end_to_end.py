@@ -90,6 +90,8 @@ def test_make_signals_curates_the_benchmarks_runs_only_when_they_cannot_answer_e
     (tmp_path / "scifi100.json").write_text("[]")
     out = dry_run(SCIFI100_PATH=str(tmp_path / "scifi100.json"))
     assert "--candidates runs/benchmark/single/stories.jsonl" in out and "--eval-dataset scifi100" in out
+    assert "--metrics" not in out
+    assert "--metrics judge_average surprisal" in dry_run(METRICS="judge_average surprisal")  # planned claims
 
 
 def test_signals_is_the_story_with_the_three_signals_by_default(story):
