@@ -67,7 +67,7 @@ story: setup   # baseline -> GRPO (CPU recipe) -> tuned writer alone and in Revi
 
 # The second paper's reward signals: curate preferences from the benchmark's runs when they exist
 # and SciFi-100 is the evaluation set (the benchmark's prompts come from the bundled set, whose
-# held-out prompts the other evaluation uses: `review-lab story` refuses such candidates), else from the
+# held-out prompts the other evaluation uses: `review-lab signals` refuses such candidates), else from the
 # base writer on training prompts; train the reward model, optimise principles, then one GRPO
 # writer per signal, compared on the same evaluation prompts as `make story`.
 # Short settings for a CPU (3 GRPO steps a writer: `make signals SIGNALS_STEPS=40` for the recipes'

@@ -2,7 +2,7 @@
 projected to the full benchmark, and one ZeRO-2 step; prints one table.
 
     python scripts/gpu_check.py --out runs/gpu_check                # where torch sees a GPU
-    python scripts/gpu_check.py --smoke --out /tmp/gpu_smoke        # every part, tiny, on a CPU
+    python scripts/gpu_check.py --smoke --out /tmp/gpu_smoke        # every part but zero2, tiny, on a CPU
 
 Each part is one of the project's own commands run as a subprocess with its own time limit, all
 inside `--budget` seconds (a part that would start with too little left is skipped, and says so),
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="runs/gpu_check")
     ap.add_argument("--budget", type=float, default=540, help="seconds for all parts together")
-    ap.add_argument("--smoke", action="store_true", help="every part, tiny (a CPU check of this script)")
+    ap.add_argument("--smoke", action="store_true", help="every part but zero2 (DeepSpeed needs a GPU), tiny: a CPU check of this script")
     ap.add_argument("--only", nargs="*", help="run only these parts")
     ap.add_argument("--scifi100", default=os.environ.get("SCIFI100_PATH"), help="SciFi-100 JSON for the benchmark")
     args = ap.parse_args(argv)
