@@ -17,7 +17,10 @@ working tree. So one payload is packed here and split:
 `.device/calls.txt` lists the device tool calls, one per part, to be made back to back (each
 within the machine's warm period, 30 s, of the one before): every call but the last stashes its
 part in /root/stash; the last one runs `scripts/gpu_run.sh`, which joins the parts, checks their
-hash, installs and runs `scripts/gpu_check.py` into $OUT.
+hash, installs and runs `scripts/gpu_check.py` into $OUT. When `status` shows less device time
+left than the last call's limit plus a minute, lower both its `timeout_s` and `GPU_CALL_LIMIT` to
+what is left less a minute: the check fits its parts inside `GPU_CALL_LIMIT`, and a call the tool
+cuts short loses the part in flight.
 """
 
 from __future__ import annotations
@@ -172,6 +175,10 @@ def tree_bytes() -> int:
     return sum((REPO / f.decode()).stat().st_size for f in files if f and (REPO / f.decode()).is_file())
 
 
+LAST_CALL_NOTE = (f"# Before the last call: if `status` shows budget_left_s under {CALL_LIMIT + 60}, set its timeout_s and "
+                  "GPU_CALL_LIMIT to budget_left_s - 60.\n")
+
+
 def device_calls(n: int) -> list[str]:
     """The device tool calls for n parts: each stashes its part; the last also runs the check, with
     the whole command limit (gpu_run.sh fits the check's budget inside it)."""
@@ -215,7 +222,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / f"call{k}" / f"payload.tar.part{k:02d}").write_bytes(chunk)
     (out / f"call{len(parts)}" / "payload.sha256").write_text(hashlib.sha256(data).hexdigest() + "\n")
     calls = device_calls(len(parts))
-    (out / "calls.txt").write_text("\n".join(calls) + "\n")
+    (out / "calls.txt").write_text("\n".join(calls) + "\n" + LAST_CALL_NOTE)
     print(f"payload {len(data) / MiB:.1f} MiB in {len(parts)} parts of at most {part / MiB:.1f} MiB "
           f"(+ the working tree, {tree_bytes() / MiB:.1f} MiB, each call); the calls, back to back:")
     print("\n".join(calls))
