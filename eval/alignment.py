@@ -12,7 +12,9 @@ Usage (`python -m eval.alignment` is an alias):
     review-lab align --ratings ratings.csv [--out alignment.json] [--level 0.95]
 
 The CSV has columns story_id, aspect, human, judge (one row per story and aspect). Beside the
-JSON, `<name>.manifest.json` records how it was made (the ratings file's hash, the level). The
+JSON, `<name>_bland_altman.png` plots each aspect's differences with the bias and limits
+(`eval/alignment_plot.py`), and `<name>.manifest.json` records how both were made (the ratings
+file's hash, the level). The
 JSON is {aspect: {"icc_a1", "bias", "loa_low", "loa_high", "pearson_r", "n", "icc_a1_ci",
 "pearson_r_ci", "bias_ci", "loa_low_ci", "loa_high_ci", "ci_level"}}: each `*_ci` is the [low, high]
 confidence interval of its statistic at level `ci_level`. A statistic or bound that is undefined for
@@ -33,6 +35,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eval.alignment_plot import plot_bland_altman
 from eval.icc import CI_LEVEL, NO_INTERVAL, check_level, icc_from_mean_squares, icc_interval, mean_squares
 from generate.common.cli import run_cli
 from generate.common.config import new_parser
@@ -287,18 +290,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = new_parser("review-lab align", __doc__.split("\n\n")[0],
                         "review-lab align --ratings ratings.csv --out alignment.json")
     parser.add_argument("--ratings", required=True, help="CSV with columns story_id,aspect,human,judge")
-    parser.add_argument("--out", help="write the table as JSON to this file")
+    parser.add_argument("--out", help="write the table as JSON to this file, and the Bland-Altman plot beside it")
     parser.add_argument("--level", type=ranged(float, FRACTION), default=CI_LEVEL,
                         help=f"confidence level of the intervals ({FRACTION}; default {CI_LEVEL})")
     args = parser.parse_args(argv)
 
-    table = alignment_table(read_ratings(args.ratings), args.level)
+    ratings = read_ratings(args.ratings)
+    table = alignment_table(ratings, args.level)
     print(_format_table(table))
     if args.out:
         out = Path(args.out)
         out.parent.mkdir(parents=True, exist_ok=True)
         payload = {aspect: {k: _json_value(v) for k, v in asdict(a).items()} for aspect, a in table.items()}
         out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+        plot_bland_altman(ratings, table, out.with_name(f"{out.stem}_bland_altman.png"))
         # Beside the table, named after it: the folder may hold a rating export's own manifest.
         ratings = Path(args.ratings)
         write_manifest(out.parent, kind="alignment", config=vars(args), name=f"{out.stem}.manifest.json",

@@ -38,27 +38,22 @@ import json
 import logging
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from eval.compare import compare, load_run
 from eval.compare.report import write_outputs
-from eval.corpus.resolve import reference_dir_option
-from eval.metrics.catalog import MetricSpec
 from eval.multiplicity import attainable
-from eval.rubric import load_rubric
 from eval.run import EvalConfig, Evaluator
-from eval.signals import (CURATION_METRICS, PRINCIPLE_METRICS, RM_METRICS, agreement, confound_table,
-                          principles_record, render_confounds)
+from eval.signals import agreement, confound_table, principles_record, render_confounds
 from eval.view import write_view
 from generate.backends import load_model
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, checked, in_range
-from generate.datasets import Task, check_dataset, load_dataset, spread_over_aspects
 from generate.common.paths import REPO_ROOT
+from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 from train import signals as signal_steps
 from train.launch import accelerate_command
@@ -66,92 +61,11 @@ from train.length_gap import length_gap, render_length_gap
 from train.model import resolve_model_path
 from train.split import Split, load_split, split_tasks
 from train.steps import Step, content_hash
+from train.story_config import (BASE, EXAMPLE, SELF_GRADED, SIGNALS, SIGNALS_EXAMPLE, SignalsConfig, StoryConfig,
+                                runs_of, scored_metrics)
 
 log = logging.getLogger("end_to_end")
-BASE = "smollm2-135m-instruct"
-SIGNALS = {"composite": "configs/grpo/smollm2_cpu.yaml", "rm": "configs/grpo/smollm2_cpu_rm.yaml",
-           "principle": "configs/grpo/smollm2_cpu_principle.yaml"}
-# The metrics that grade a writer with the signal it was trained on.
-SELF_GRADED = {"rm": {"RM": ("rm_good", "rm_score")}, "principle": {"principles": ("principle_good", "principle_p")}}
-EXAMPLE = "review-lab story --out runs/story --eval-dataset heldout --max-steps 4"
-SIGNALS_EXAMPLE = "review-lab signals --eval-dataset scifi100 --eval-limit 8"
-
-
-def scored_metrics(signals: Sequence[str], curation_verdict: bool) -> list[MetricSpec]:
-    """What the story's evaluation scores, in `compare`'s default order: the judge average, the
-    rubric's aspects, the rule metrics, then the verdicts of the signals the story prepares (in the
-    order `eval.signals` adds them)."""
-    verdicts = ((PRINCIPLE_METRICS if "principle" in signals else ()) + (RM_METRICS if "rm" in signals else ())
-                + (CURATION_METRICS if curation_verdict else ()))
-    return load_rubric().catalog().extended(verdicts).with_judge_average()
-
-
-def check_eval_dataset(spec: str) -> None:
-    """`heldout` (the training run's own held-out split), else a dataset that loads."""
-    if spec != "heldout":
-        check_dataset(spec)
-
-
-@dataclass
-class StoryConfig:
-    out: str = "runs/story"
-    signals: list[str] = field(default_factory=lambda: ["composite"],
-                               metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
-    max_steps: int | None = field(default=None, metadata=in_range(AT_LEAST_1, help="override the recipes' GRPO steps"))
-    max_new_tokens: int = field(default=160, metadata=in_range(AT_LEAST_1))
-    eval_dataset: str = field(default="heldout", metadata=checked(
-        check_eval_dataset,
-        help="evaluation prompts: 'heldout' (the held-out split) or a dataset disjoint from training"))
-    eval_limit: int | None = field(default=None, metadata=in_range(
-        AT_LEAST_1, help="at most N evaluation prompts, across aspects"))
-    metrics: list[str] = field(default_factory=list, metadata={
-        "help": "the planned claims: the only metrics the comparisons test (default: every scored metric; "
-                "fewer tests let fewer prompts carry a claim)"})
-    reference_dir: str | None = reference_dir_option()
-    reference_max_chunks: int = field(default=2000, metadata=in_range(AT_LEAST_1))
-    curation_verdict: bool = field(default=False, metadata={
-        "help": "score every run with Signal-1, the curation agents' verdict (several calls a story)"})
-    candidates: list[str] = field(default_factory=list, metadata={
-        "help": "stories.jsonl runs to curate (default: the base writer on training prompts)"})
-    rm_config: str = "configs/rm/smollm2_cpu.yaml"
-    principle_iterations: int = field(default=2, metadata=in_range(NON_NEGATIVE))
-    seed: int = 0
-    allow_weak_signal: bool = field(default=False, metadata={
-        "help": "train writers on signals whose held-out interval includes chance (GRPO's --allow_weak_signal); "
-                "every table marks them"})
-
-    def __post_init__(self) -> None:
-        unknown = sorted(set(self.signals) - set(SIGNALS))
-        if unknown or not self.signals:
-            raise UsageError(f"unknown signal(s) {', '.join(unknown) or '(none)'}; choose from {', '.join(SIGNALS)}")
-        # Checked here, before the hours of work, not by `compare` at the end.
-        known = [m.key for m in scored_metrics(self.signals, self.curation_verdict)]
-        unplanned = [m for m in self.metrics if m not in known]
-        if unplanned:
-            raise UsageError(f"--metrics: this story scores no {', '.join(unplanned)}; choose from {', '.join(known)}")
-
-
-@dataclass
-class SignalsConfig(StoryConfig):
-    """`review-lab signals`: the story with one writer per signal, in its own directory."""
-
-    out: str = "runs/signals"
-    signals: list[str] = field(default_factory=lambda: list(SIGNALS),
-                               metadata={"help": f"reward signals to train a writer with: {', '.join(SIGNALS)}"})
-    # Signal-1 grades every writer from outside: no writer here is trained on it.
-    curation_verdict: bool = field(default=True, metadata={
-        "help": "score every run with Signal-1, the curation agents' verdict (several calls a story)"})
-
-
-def runs_of(signals: list[str]) -> dict[str, tuple[str, str]]:
-    """run name -> (framework, writer name): the baselines, then each signal's tuned writer."""
-    runs = {"base": ("single", "base"), "review": ("review", "base")}
-    for signal in signals:
-        suffix = "" if signal == "composite" else f"_{signal}"
-        runs[f"tuned{suffix}"] = ("single", signal)
-        if signal == "composite":
-            runs["tuned_review"] = ("review", signal)
-    return runs
+__all__ = ["SignalsConfig", "Story", "StoryConfig", "main", "signals_main"]
 
 
 def weights_hash(writer: str) -> str | None:

@@ -225,6 +225,34 @@ def test_cli_writes_table_and_json(tmp_path: Path, capsys: pytest.CaptureFixture
     assert world["loa_low_ci"] == [0.0, 0.0]
 
 
+def test_the_bland_altman_plot_shows_each_story_and_the_tables_bias_and_limits(tmp_path: Path) -> None:
+    """One panel per aspect: a point per story at (mean, judge - human), the bias and both limits
+    as lines at the table's values, their intervals shaded; written beside the JSON."""
+    from matplotlib.collections import PathCollection
+
+    from eval.alignment import alignment_table, read_ratings
+    from eval.alignment_plot import figure
+    from eval.plotting import pyplot
+
+    ratings = read_ratings(_write(tmp_path, GOOD))
+    table = alignment_table(ratings)
+    fig = figure(ratings, table)
+    depth, world = fig.axes[:2]
+    assert [ax.get_title() for ax in fig.axes[:2]] == ["Character Depth (n = 4)", "World (n = 2)"]
+    points = next(c for c in depth.collections if isinstance(c, PathCollection)).get_offsets()
+    assert np.allclose(points, [[1.5, 1.0], [2.0, 0.0], [3.5, 1.0], [4.5, 1.0]])
+    a = table["Character Depth"]
+    lines = sorted(line.get_ydata()[0] for line in depth.get_lines() if line.get_color() == "tab:red")
+    assert lines == pytest.approx(sorted([a.loa_low, a.bias, a.loa_high]))
+    shaded = sorted((p.get_y(), p.get_y() + p.get_height()) for p in depth.patches)  # axhspan's rectangles
+    assert np.allclose(shaded, sorted([a.loa_low_ci, a.bias_ci, a.loa_high_ci]))
+    assert len(fig.axes) == 2  # two aspects: one row of two panels
+    pyplot().close(fig)
+    out = tmp_path / "human" / "alignment.json"
+    assert main(["--ratings", str(_write(tmp_path, GOOD)), "--out", str(out)]) == 0
+    assert (out.parent / "alignment_bland_altman.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_the_json_has_a_manifest_beside_it_and_leaves_the_folder_s_own_alone(tmp_path: Path) -> None:
     ratings = _write(tmp_path, GOOD)
     folder = tmp_path / "human"
