@@ -65,6 +65,13 @@ def test_a_bad_option_is_one_error_line_and_exit_2(job, capsys):
     assert f"review-lab {job}" in err  # says whose --help to read
 
 
+@pytest.mark.parametrize("job, sub", [("corpus", "path"), ("corpus", "fetch"), ("principles", "optimize"),
+                                      ("principles", "weak-labels"), ("rate", "export")])
+def test_a_bad_option_of_a_subcommand_points_to_the_subcommands_help(job, sub, capsys):
+    code, _, err = run([job, sub, "--no-such-option", "1"], capsys)
+    assert code == 2 and err.startswith("error: ") and f"(see review-lab {job} {sub} --help)" in err, err
+
+
 def test_no_command_prints_the_overview(capsys):
     code, out, _ = run([], capsys)
     assert code == 0 and "commands:" in out

@@ -74,6 +74,23 @@ class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{message} (see {self.prog} --help)")
 
+    def parse_args(self, args: Sequence[str] | None = None, namespace: Any = None) -> argparse.Namespace:
+        """argparse's, but arguments no parser knew point to the --help of the subcommand they
+        followed (argparse hands them back to the top parser, whose help does not list them)."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            self.chosen(parsed).error(f"unrecognized arguments: {' '.join(extras)}")
+        return parsed
+
+    def chosen(self, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+        """The innermost subcommand parser that `parsed` went through (this parser if none)."""
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                sub = action.choices.get(getattr(parsed, action.dest, None) or "")
+                if sub is not None:
+                    return sub.chosen(parsed) if isinstance(sub, Parser) else sub
+        return self
+
 
 def new_parser(prog: str | None, description: str = "", example: str | None = None) -> Parser:
     """A `Parser` whose help ends with one example command (`example`, one or more lines)."""
