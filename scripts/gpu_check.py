@@ -233,7 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default="runs/gpu_check")
     ap.add_argument("--budget", type=float, default=540, help="seconds for all parts together")
-    ap.add_argument("--smoke", action="store_true", help="every part but zero2 (DeepSpeed needs a GPU), tiny: a CPU check of this script")
+    ap.add_argument("--smoke", action="store_true",
+                    help="every part but zero2 (DeepSpeed needs a GPU), tiny: a CPU check of this script")
     ap.add_argument("--only", nargs="*", help="run only these parts")
     ap.add_argument("--scifi100", default=os.environ.get("SCIFI100_PATH"), help="SciFi-100 JSON for the benchmark")
     args = ap.parse_args(argv)

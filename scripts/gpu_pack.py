@@ -175,8 +175,8 @@ def tree_bytes() -> int:
     return sum((REPO / f.decode()).stat().st_size for f in files if f and (REPO / f.decode()).is_file())
 
 
-LAST_CALL_NOTE = (f"# Before the last call: if `status` shows budget_left_s under {CALL_LIMIT + 60}, set its timeout_s and "
-                  "GPU_CALL_LIMIT to budget_left_s - 60.\n")
+LAST_CALL_NOTE = (f"# Before the last call: if `status` shows budget_left_s under {CALL_LIMIT + 60}, "
+                  "set its timeout_s and GPU_CALL_LIMIT to budget_left_s - 60.\n")
 
 
 def device_calls(n: int) -> list[str]:

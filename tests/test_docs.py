@@ -19,7 +19,6 @@ from train import cli
 
 REPO = Path(__file__).resolve().parents[1]
 DOCS = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SUBCOMMANDS = {"rate": {"serve", "export"}, "corpus": {"fetch", "path"}, "principles": {"optimize", "weak-labels"}}
 # Their options beyond their own go to the training script (`review-lab train -- --help`).
 FORWARDING = {"train", "reward-model"}
 FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
@@ -50,6 +49,11 @@ def help_text(*argv: str) -> str:
     return buffer.getvalue()
 
 
+def subcommands(job: str) -> set[str]:
+    """The subcommands a job's help offers (argparse lists them as `{serve,export}`)."""
+    return {name for group in re.findall(r"\{([\w,-]+)\}", help_text(job)) for name in group.split(",")}
+
+
 def documented_options() -> list[tuple[str, tuple[str, ...], str]]:
     """(where, the job and subcommand, an option) for every option a doc shows a `review-lab` job with."""
     found = []
@@ -58,7 +62,7 @@ def documented_options() -> list[tuple[str, tuple[str, ...], str]]:
             for args in invocations(line, "review-lab"):
                 if not args or args[0] not in cli.COMMANDS or args[0] in FORWARDING:
                     continue
-                job = (args[0], args[1]) if len(args) > 1 and args[1] in SUBCOMMANDS.get(args[0], ()) else (args[0],)
+                job = (args[0], args[1]) if len(args) > 1 and args[1] in subcommands(args[0]) else (args[0],)
                 found += [(doc.name, job, a.split("=")[0]) for a in args[len(job):] if a.startswith("--")
                           and re.fullmatch(r"--[a-z][a-z0-9-]*(=.*)?", a)]
     return found
@@ -89,7 +93,8 @@ def test_every_option_the_docs_show_a_script_with_is_in_its_help():
     for script, options in sorted(shown.items()):
         text = subprocess.run([sys.executable, str(REPO / script), "--help"], capture_output=True, text=True,
                               timeout=120, check=True).stdout
-        wrong += [f"{script} {o}" for o in sorted(options) if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text)]
+        wrong += [f"{script} {o}" for o in sorted(options)
+                  if not re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", text)]
     assert not wrong, "options the docs name but the script does not have:\n" + "\n".join(wrong)
 
 

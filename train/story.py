@@ -175,7 +175,8 @@ class Story:
         """How many tests `compare` makes of the runs against the base single agent: each run on each
         planned metric, but not homogenization, which one story per prompt leaves undefined."""
         cfg = self.cfg
-        planned = [m for m in scored_metrics(cfg.signals, cfg.curation_verdict) if not cfg.metrics or m.key in cfg.metrics]
+        scored = scored_metrics(cfg.signals, cfg.curation_verdict)
+        planned = [m for m in scored if not cfg.metrics or m.key in cfg.metrics]
         return (len(self.runs) - 1) * sum(not m.per_prompt for m in planned)
 
     def warn_if_underpowered(self, n_prompts: int) -> None:
@@ -186,8 +187,9 @@ class Story:
         if not power["possible"]:
             log.warning("%d evaluation prompts are too few for any significant gain: over its %d tests Holm "
                         "needs p < %.2g, and Wilcoxon's test on %d prompts gives none below %s (--eval-limit %s "
-                        "or more, or fewer --metrics, makes claims possible)", n_prompts, tests, power["needed_p"], n_prompts,
-                        "n/a" if power["min_p"] is None else f"{power['min_p']:.2g}", power["prompts_needed"])
+                        "or more, or fewer --metrics, makes claims possible)", n_prompts, tests, power["needed_p"],
+                        n_prompts, "n/a" if power["min_p"] is None else f"{power['min_p']:.2g}",
+                        power["prompts_needed"])
 
     def timed(self, step: str, fn: Callable[..., Any], *args: Any) -> Any:
         start = time.perf_counter()

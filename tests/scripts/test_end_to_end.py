@@ -158,14 +158,14 @@ def test_a_metric_the_story_does_not_score_is_refused_before_any_work(story, con
 def test_the_story_compares_only_the_planned_metrics(story, tmp_path):
     """Both of the story's comparisons test the planned metrics and nothing else, so the warning's
     count of tests is the count `compare` corrects for."""
-    from tests.eval.test_compare import REVIEW_USAGE, write_run
+    from tests.eval.test_compare import REVIEW_USAGE, SINGLE_USAGE, write_run
 
     prompts = [f"p-{i:02d}" for i in range(8)]
     scores = {m: 3.0 for m in ("surprisal", "kl", "novelty_cos", "volume_gain", *load_rubric().aspects)}
     for name, stories, shift in [("base", 1, 0.0), ("review", 3, 0.1), ("tuned", 1, 0.3), ("tuned_review", 3, 0.4)]:
-        usage = REVIEW_USAGE if stories == 3 else None
-        write_run(tmp_path, name, {p: [{k: v + shift + 0.01 * i for k, v in scores.items()}] * stories
-                                   for i, p in enumerate(prompts)}, **({"usage": usage} if usage else {}))
+        per_prompt = {p: [{k: v + shift + 0.01 * i for k, v in scores.items()}] * stories
+                      for i, p in enumerate(prompts)}
+        write_run(tmp_path, name, per_prompt, usage=REVIEW_USAGE if stories == 3 else SINGLE_USAGE)
     flow = story.Story(story.StoryConfig(out=str(tmp_path), metrics=["judge_average", "surprisal"]))
     flow.report([], signals=False)
     for folder, tests in [("compare", 6), ("compare_in_review", 2)]:
