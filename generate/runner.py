@@ -7,13 +7,14 @@ text or template, or (when prompts are left) other backend numerics is refused
 (`generate.common.resumable`).
 
 No reply reaches a story, a reviewer or a reviser blank: the runner cleans every reply (clean.py)
-and re-asks a blank one with new seeds. A prompt with a call that failed (a reply still blank
-after the re-asks, a call whose retries ran out, a request the backend refused) is abandoned:
-nothing of it is written to stories.jsonl and the cause goes to failed.jsonl. A re-run retries it
-keeping what succeeded (`generate.journal.FailureLog`): its finished calls are replayed, a call
-that failed for a transient cause is asked again with its seed, only a blank one gets a new seed;
-a prompt whose request the backend refused failed for good and is not retried. So every re-run
-adds the calls it finishes to those kept, and a run under a flaky server converges.
+and re-asks a blank one with new seeds (`Runner.blank_reasks`: the one layer that re-asks them, so
+a call is sent at most 1 + 2 times, every time counted). A prompt with a call that failed (a reply
+still blank after the re-asks, a call whose retries ran out, a request the backend refused) is
+abandoned: nothing of it is written to stories.jsonl and the cause goes to failed.jsonl. A re-run
+retries it keeping what succeeded (`generate.journal.FailureLog`): its finished calls are replayed,
+a call that failed for a transient cause is asked again with its seed, only a blank one gets a new
+seed; a prompt whose request the backend refused failed for good and is not retried. So every
+re-run adds the calls it finishes to those kept, and a run under a flaky server converges.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -36,7 +37,8 @@ from generate.common.jsonl import append_jsonl
 from generate.common.manifest import sha256_text, write_manifest
 from generate.common.resumable import NUMERICS_ADVICE, Resumable, done_ids, resumable, text_hashes
 from generate.datasets import Task, check_dataset, dataset_sha256, load_dataset, spread_over_aspects
-from generate.frameworks import FRAMEWORKS, REVIEW_VARIANTS, Call, Settings, Step, get_framework
+from generate.frameworks import (FRAMEWORKS, REVIEW_VARIANTS, Call, Settings, Step, check_agents, get_framework,
+                                  planned_calls)
 from generate.journal import FailureLog, Journal, call_seed
 from generate.phases import drive
 from generate.phases_profile import PhaseProfile, recorded_phases
@@ -75,6 +77,9 @@ class RunConfig(ModelOptions):
     templates: str | None = field(default=None, metadata={"help": "prompt templates YAML"})
     personas: str | None = field(default=None, metadata={"help": "personas YAML"})
 
+    def __post_init__(self) -> None:
+        check_agents(self.framework, self.agents)  # every entry point builds one: all refuse alike
+
 
 @dataclass
 class Usage:
@@ -90,12 +95,7 @@ class Usage:
 
 def total_usage(by_agent: dict[str, Usage]) -> Usage:
     """A prompt's whole cost: every agent's calls, a teacher's included."""
-    total = Usage()
-    for u in by_agent.values():
-        total.calls += u.calls
-        total.prompt_tokens += u.prompt_tokens
-        total.completion_tokens += u.completion_tokens
-    return total
+    return Usage(*(sum(getattr(u, f.name) for u in by_agent.values()) for f in fields(Usage)))
 
 
 def finished_prompts(path: Path) -> set[str]:
@@ -189,6 +189,8 @@ def raise_failures(failed: dict[str, dict[str, str]], unscored: dict[str, str] |
 
 
 class Runner:
+    blank_reasks = 2  # re-asks of a reply blank once cleaned (a raw blank one included), sampled calls only
+
     def __init__(self, cfg: RunConfig, model: Model | None = None):
         self.cfg = cfg
         self.framework = get_framework(cfg.framework)
@@ -200,6 +202,8 @@ class Runner:
         self.tasks = spread_over_aspects(tasks, cfg.limit) if cfg.limit is not None else tasks
         self.dataset_sha256 = dataset_sha256(cfg.dataset)
         self.prompt_sha256 = {t.id: sha256_text(t.prompt) for t in self.tasks}
+        # A dry run renders every template the protocol uses: a templates file lacking one is refused now, not mid-run.
+        planned_calls(self.framework, self.tasks[0], self.prompts, self.settings)
         self.out = Path(cfg.out)
         self.failed_path = self.out / "failed.jsonl"
         self.failed: dict[str, str] = {}  # prompt id -> reason, for prompts that failed in this invocation
@@ -269,20 +273,23 @@ class Runner:
 
     def _run_chunk(self, chunk: list[Task], journal: Journal, failures: FailureLog) -> list[dict]:
         t0, replayed = time.perf_counter(), journal.replayed["seconds"]
-        gens = {t.id: self.framework(t, self.prompts, self.settings) for t in chunk}
+        tasks = {t.id: t for t in chunk}
+        gens = {tid: self.framework(t, self.prompts, self.settings) for tid, t in tasks.items()}
         step_no = dict.fromkeys(gens, 0)
         usage: dict[str, dict[str, Usage]] = {tid: defaultdict(Usage) for tid in gens}
+        cut: dict[str, dict[str, bool]] = {tid: {} for tid in gens}  # agent -> its latest story hit the cap
         answered: Counter[str] = Counter()  # calls with a usable reply, per prompt
 
         def answer(steps: dict[str, Step]) -> dict[str, list[str]]:
             phase = Counter(s.phase for s in steps.values()).most_common(1)[0][0]
             calls = [(tid, ci, call) for tid, step in steps.items() for ci, call in enumerate(step.calls)]
-            replies, failed = self._ask(calls, step_no, failures, journal, phase, usage)
+            replies, failed = self._ask(calls, step_no, failures, journal, phase, usage, cut)
             answered.update(tid for tid, _, _ in calls if tid not in failed)
             for tid in failed:  # a prompt with a failed call is abandoned: drive drops it
                 self._fail(tid, step_no[tid], steps[tid].phase, failed[tid], total_usage(usage[tid]), failures)
                 done = sum(bool(text) for text in replies[tid])
-                self.left[tid] = max(self._planned(tid, chunk) - answered[tid] - done, len(failed[tid]))
+                planned = planned_calls(self.framework, tasks[tid], self.prompts, self.settings)
+                self.left[tid] = max(planned - answered[tid] - done, len(failed[tid]))
             for tid in steps:
                 step_no[tid] += 1
             return {tid: replies[tid] for tid in steps if tid not in failed}
@@ -292,37 +299,24 @@ class Runner:
         # were made: a chunk resumed after an interruption accounts for the work done before it.
         seconds = (time.perf_counter() - t0 + journal.replayed["seconds"] - replayed) / len(chunk)
         return [rec for t in chunk if t.id in finals
-                for rec in self._records(t, finals[t.id], usage[t.id], seconds)]
-
-    def _planned(self, tid: str, chunk: list[Task]) -> int:
-        """The calls a prompt's protocol makes when every reply is usable (re-asks aside): driven
-        with a placeholder reply, since a framework's calls do not depend on what the replies say."""
-        task = next(t for t in chunk if t.id == tid)
-        count = 0
-
-        def placeholder(steps: dict[str, Step]) -> dict[str, list[str]]:
-            nonlocal count
-            count += sum(len(step.calls) for step in steps.values())
-            return {k: ["A story about a comet."] * len(step.calls) for k, step in steps.items()}
-
-        drive({tid: self.framework(task, self.prompts, self.settings)}, placeholder)
-        return count
+                for rec in self._records(t, finals[t.id], usage[t.id], cut[t.id], seconds)]
 
     @property
     def reasks(self) -> int:
-        """Re-asks of a reply that is blank once cleaned: as many as `Model` gives a raw blank one;
-        none under greedy decoding, which would only repeat itself."""
-        return self.model.policy.empty_retries if self.params.temperature > 0 else 0
+        """Re-asks of a blank reply; none under greedy decoding, which would only repeat itself."""
+        return self.blank_reasks if self.params.temperature > 0 else 0
 
     def _ask(self, calls: list[tuple[str, int, Call]], step_no: dict[str, int], failures: FailureLog,
-             journal: Journal, phase: str, usage: dict[str, dict[str, Usage]],
+             journal: Journal, phase: str, usage: dict[str, dict[str, Usage]], cut: dict[str, dict[str, bool]],
              ) -> tuple[dict[str, list[str]], dict[str, list[Failed]]]:
-        """Run one phase's calls, re-asking replies that are blank once cleaned.
+        """Run one phase's calls, re-asking replies that are blank once cleaned; every attempt's
+        tokens go to `usage`, and whether an agent's latest story hit the token cap to `cut`.
 
         Returns the clean replies per prompt, in call order, and for each prompt with failed calls
         (blank after the re-asks, retries run out, refused) what each of them came to."""
         texts: list[str] = [""] * len(calls)
         last: list[Completion] = [Completion(text="")] * len(calls)
+        asked = [0] * len(calls)
         todo = list(range(len(calls)))
         with self.profile.phase(phase) as received:
             for reask in range(self.reasks + 1):
@@ -332,7 +326,7 @@ class Runner:
                 for i, out in zip(todo, outs):
                     tid, _, call = calls[i]
                     usage[tid][call.agent].add(out)
-                    texts[i], last[i] = clean_reply(call.role, out.text), out
+                    texts[i], last[i], asked[i] = clean_reply(call.role, out.text), out, asked[i] + 1
                 # A failed request is not re-asked: refused, it would be refused again; out of
                 # retries, it is asked again (same seed) by the next run.
                 todo = [i for i in todo if not texts[i] and last[i].error is None]
@@ -347,7 +341,9 @@ class Runner:
             replies[tid].append(texts[i])
             if not texts[i]:
                 kind = "transient" if gave_up(last[i]) else "refused" if last[i].error else "blank"
-                failed[tid].append(Failed(ci, call, last[i], kind, 0 if last[i].error else self.reasks))
+                failed[tid].append(Failed(ci, call, last[i], kind, asked[i] - 1))
+            elif call.role == "write":  # the reply is the agent's latest story
+                cut[tid][call.agent] = last[i].finish_reason == "length"
         return replies, dict(failed)
 
     def _request(self, call: tuple[str, int, Call], step_no: dict[str, int], failures: FailureLog,
@@ -380,9 +376,11 @@ class Runner:
         log.warning("%s: prompt failed%s (attempt %d): %s", tid, " for good" if final else "", attempt, reason)
 
     def _complete(self, requests: list[ChatRequest], journal: Journal, phase: str) -> list[Completion]:
-        return journal.complete(self.model, self.cfg.model, requests, desc=phase)
+        # `_ask` re-asks blank replies: the model must not re-ask them too (and lose their tokens).
+        return journal.complete(self.model, self.cfg.model, requests, desc=phase, reask_blank=False)
 
-    def _records(self, task: Task, agents: list, usage: dict[str, Usage], seconds: float) -> list[dict]:
+    def _records(self, task: Task, agents: list, usage: dict[str, Usage], cut: dict[str, bool],
+                 seconds: float) -> list[dict]:
         total = total_usage(usage)
         records = []
         for agent in agents:
@@ -391,7 +389,8 @@ class Runner:
                 "prompt_id": task.id, "aspect": task.aspect, "prompt": task.prompt,
                 "prompt_sha256": self.prompt_sha256[task.id],
                 "framework": self.cfg.framework, "agent": agent.name, "model": self.cfg.model,
-                "text": agent.story, "drafts": agent.drafts[:-1], "feedback": agent.feedback,
+                "text": agent.story, "truncated": cut[agent.name], "drafts": agent.drafts[:-1],
+                "feedback": agent.feedback,
                 "usage": asdict(usage.get(agent.name, Usage())), "prompt_usage": asdict(total),
                 "seconds": round(seconds, 3), "n_stories": len(agents), "seed": self.cfg.seed,
                 "max_new_tokens": self.cfg.max_new_tokens, "temperature": self.cfg.temperature,

@@ -22,6 +22,7 @@ from eval.embed import Embedder
 from eval.judge import Judge, Judgement
 from eval.metrics.story import Chunks, StoryMetrics, encode_chunks
 from eval.metrics.surprisal import Scorer, as_scorer
+from eval.metrics.volume_gain import too_few_chunks
 from generate.backends import backend_options, load_backend, load_model
 from generate.common.errors import UsageError
 from generate.common.timing import Timer
@@ -60,11 +61,18 @@ class RewardContext:
             return self._encoders[name]
 
     def story_metrics(self, reference_dir: str | None, embedder: str, max_chunks: int | None = None,
-                      kl_alpha: float = 1.0, seed: int = 0) -> StoryMetrics:
+                      kl_alpha: float = 1.0, seed: int = 0, *, volume: bool = False) -> StoryMetrics:
         """The reference metrics for a corpus, loaded and factored once per context.
 
+        Args:
+            volume: for the `volume_gain` reward, which needs more reference chunks than embedding
+                dimensions: below that the evaluation reports the gain missing (`too_few_chunks`),
+                so the reward would be None for every completion, and GRPO would fill each with its
+                group's mean: a reward that trains nothing while it seems to run.
+
         Raises:
-            UsageError: there is no corpus: a reference reward cannot run without it.
+            UsageError: there is no corpus: a reference reward cannot run without it; or `volume`
+                and the reference sample has no more chunks than the encoder has dimensions.
         """
         key = (reference_dir, embedder, max_chunks, kl_alpha, seed)
         if key not in self._metrics:
@@ -74,7 +82,14 @@ class RewardContext:
                 raise UsageError("reference rewards (kl, novelty_cos, volume_gain) need the reference corpus: run "
                                  "`review-lab corpus fetch`, or set SCIFI_REFERENCE_DIR or the reward's reference_dir")
             self._metrics[key] = metrics
-        return self._metrics[key]
+        metrics = self._metrics[key]
+        embeddings = metrics.reference.embeddings
+        if volume and embeddings is not None and too_few_chunks(*embeddings.shape):
+            n, dim = embeddings.shape
+            raise UsageError(f"volume_gain reward: the reference sample has {n} chunks, not more than the {dim} "
+                             f"embedding dimensions of {embedder}, so every gain would be missing; raise max_chunks "
+                             f"(--reference-max-chunks) above {dim}, or use a larger corpus")
+        return metrics
 
     def chunks(self, texts: Sequence[str], embedder: str, chunk_size: int) -> list[Chunks]:
         """Chunk embeddings of a batch, computed once per (encoder, chunk size, batch): every

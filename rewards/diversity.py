@@ -32,14 +32,14 @@ from eval.metrics.story import DEFAULT_CHUNK_SIZE
 from rewards.context import RewardContext
 from rewards.groups import gather_across_processes, group_keys
 from rewards.registry import reward
-from rewards.text import completion_texts
+from rewards.text import completion_texts, floored
 
 
 def sibling_dissimilarity(keys: list[str], vectors: list[np.ndarray | None]) -> list[float | None]:
     """Per item, the mean (1 - cosine) to the other items with the same key.
 
-    Items without a vector (empty stories) are left out of every group and scored None, as is an
-    item without siblings.
+    Items without a vector (empty stories, failed embeddings) are left out of every group and scored
+    None, as is an item without siblings; the reward gives an empty story its floor.
     """
     groups: dict[str, list[int]] = defaultdict(list)
     for i, (key, vec) in enumerate(zip(keys, vectors, strict=True)):
@@ -60,8 +60,12 @@ def sibling_dissimilarity(keys: list[str], vectors: list[np.ndarray | None]) -> 
 @reward("group_diversity", novelty=True)
 def group_diversity(prompts, completions, *, context: RewardContext, embedder: str = DEFAULT_EMBEDDER,
                     chunk_size: int = DEFAULT_CHUNK_SIZE, **columns) -> list[float | None]:
-    """Mean cosine dissimilarity of each completion to its siblings (same `prompt_id`), in [0, 2]."""
+    """Mean cosine dissimilarity of each completion to its siblings (same `prompt_id`), in [0, 2].
+
+    An empty completion gets 0.0, the floor (`rewards.text.floored`: information, not a failed call);
+    one whose embedding failed, or without a sibling to differ from, None."""
     keys = group_keys(prompts, columns.get("prompt_id"))
-    vectors = [c.story_vector for c in context.chunks(completion_texts(completions), embedder, chunk_size)]
-    all_keys, all_vectors, offset = gather_across_processes(keys, vectors)
-    return sibling_dissimilarity(all_keys, all_vectors)[offset:offset + len(keys)]
+    chunks = context.chunks(completion_texts(completions), embedder, chunk_size)
+    all_keys, all_vectors, offset = gather_across_processes(keys, [c.story_vector for c in chunks])
+    values = sibling_dissimilarity(all_keys, all_vectors)[offset:offset + len(keys)]
+    return [floored(v, c.reason) for v, c in zip(values, chunks, strict=True)]

@@ -7,9 +7,12 @@ that failed for one completion (None, e.g. a judge call that timed out) counts a
 its siblings keep their values: a judge outage would act as a penalty (or, for a negative
 component, a bonus) inside the group. We define a failure as carrying no information instead:
 the failed value is replaced by the mean of its group's present values, so that completion's
-advantage on that component is zero and the others' are unchanged (the group mean stays the
-same). A component that failed for a whole group stays missing for the whole group, which trl's
-`nansum` treats alike for every sibling, so it moves no advantage either. `fill_group_means` is
+advantage on that component is zero and the group mean stays the same. The siblings keep the sign
+and order of their advantages, not their size: under trl's default `scale_rewards="group"` the
+advantage is divided by the group's standard deviation, which the filled value shrinks (siblings
+1, 2, 3 alone: -1.00, 0, +1.00; with a fourth filled by 2: -1.22, 0, +1.22). A component that
+failed for a whole group stays missing for the whole group, which trl's `nansum` treats alike for
+every sibling, so it moves no advantage either. `fill_group_means` is
 the one implementation: the trainer applies it to the gathered reward matrix
 (`train/trainer.py`) and `rewards.composite.score_batch` to its values, so held-out scores
 combine rewards exactly as training does.

@@ -3,9 +3,9 @@
 Known failure modes of judge rewards in GRPO (trl issues): serial calls are slow, and one hung
 call freezes every rank. So the reward is `async` (trl gathers async rewards concurrently), all
 completions of a step go to the judge as ONE batched `ascore` call, and that call runs under a
-per-call timeout: a failed or timed-out call gives None for the affected completions (a judge
-failure carries no information: see `rewards.groups` for how the trainer turns it into a zero
-advantage) and training moves on.
+per-call timeout: a failed or timed-out call, or an aspect the judge failed on, gives None for the
+affected completions (a judge failure carries no information: see `rewards.groups` for how the
+trainer turns it into a zero advantage) and training moves on.
 
 An empty completion is not a judge failure: it gets quality 0, the rubric's floor ("no story").
 
@@ -22,30 +22,32 @@ which only works in `logprob` mode). The quality gate awaits the same batched ca
 
 from __future__ import annotations
 
-import math
+from collections.abc import Sequence
 
 from eval.judge import Judgement
 from eval.metrics.story import EMPTY
+from eval.rubric import judge_average
 from rewards.context import RewardContext
 from rewards.registry import reward
 from rewards.text import completion_texts
 
 
-def quality(judgement: Judgement | None, low: int, high: int) -> float | None:
-    """Mean of the judged aspects, scaled from `low..high` to [0, 1]; 0 for an empty story; None
-    if no aspect was judged (a failure).
+def quality(judgement: Judgement | None, low: int, high: int, aspects: Sequence[str] | None = None) -> float | None:
+    """The story's judge average (`eval.rubric.judge_average`, the evaluation's own definition)
+    scaled from `low..high` to [0, 1]; 0 for an empty story; None when any aspect of `aspects`
+    (default: every aspect the judgement holds, i.e. the rubric's) has no score.
 
-    Aspects the judge failed on are left out of the mean rather than counted as 0: a judge
-    failure is not evidence of a bad story.
+    A story whose judge failed on one aspect gets no value rather than the mean of the others:
+    that mean would rise whenever the failed aspect was the story's weakest, so judge failures
+    would pay. None is a failed reward value, which the trainer fills with its group's mean
+    (`rewards.groups`): no advantage either way.
     """
     if judgement is None:
         return None
     if judgement.reasons and all(r == EMPTY for r in judgement.reasons.values()):
         return 0.0
-    values = [v for v in judgement.scores.values() if v is not None and math.isfinite(v)]
-    if not values:
-        return None
-    return (sum(values) / len(values) - low) / (high - low)
+    average = judge_average(judgement.scores, list(judgement.scores) if aspects is None else aspects)
+    return None if average is None else (average - low) / (high - low)
 
 
 @reward("judge")
@@ -53,7 +55,8 @@ async def judge(prompts, completions, *, context: RewardContext, model: str = "s
                 mode: str = "logprob", samples: int = 1, rubric: str | None = None, timeout: float = 120.0,
                 batch_size: int = 16, base_url: str | None = None, concurrency: int = 16, retries: int = 2,
                 **columns) -> list[float | None]:
-    """Judge quality in [0, 1]: the mean of the rubric's aspect scores, rescaled.
+    """Judge quality in [0, 1]: the judge average over the rubric's aspects, rescaled (None, a failed
+    value, when an aspect has no score).
 
     Options: `model` (backend spec), `mode` ("logprob" | "sample"), `samples` (replies per aspect
     in sample mode), `rubric` (path; default `configs/judge/rubric.yaml`), `timeout` (seconds for
@@ -62,4 +65,4 @@ async def judge(prompts, completions, *, context: RewardContext, model: str = "s
     """
     judge_ = context.judge(model, mode, samples, rubric, batch_size, base_url, concurrency, retries)
     verdicts = await context.judgements(judge_, completion_texts(completions), timeout)
-    return [quality(v, judge_.rubric.low, judge_.rubric.high) for v in verdicts]
+    return [quality(v, judge_.rubric.low, judge_.rubric.high, judge_.aspects) for v in verdicts]

@@ -9,7 +9,8 @@ reference sample's seed, as the evaluation's `--seed`; the context's manifest re
 must match the evaluation's for a reward value to be the evaluation's number.
 
 A completion whose value cannot exist (empty, or no words, e.g. emoji only) is worth 0.0, the floor
-of all three metrics: a text without words adds nothing new. It is not None, which GRPO's trainer
+of all three metrics (`rewards.text.floored`, the rule every reward with such a floor follows): a
+text without words adds nothing new. It is not None, which GRPO's trainer
 would fill with the group mean (`rewards.groups`: that is for *failed* calls, which carry no
 information; an empty story does). The evaluation reports the same story's metric as null with its
 reason, since there it describes the story rather than paying for it.
@@ -18,26 +19,23 @@ reason, since there it describes the story rather than paying for it.
 from __future__ import annotations
 
 from eval.embed import DEFAULT_EMBEDDER
-from eval.metrics.story import EMPTY, NO_WORDS
 from rewards.context import RewardContext
 from rewards.registry import reward
-from rewards.text import completion_texts
+from rewards.text import CANNOT_EXIST, NO_TEXT, completion_texts, floored
 
-
-NO_TEXT = 0.0  # the value of a completion without words (see the module docstring)
-CANNOT_EXIST = (EMPTY, NO_WORDS)  # the evaluation's reasons for a value that cannot exist, not one that failed
+__all__ = ["CANNOT_EXIST", "NO_TEXT", "kl", "novelty_cos", "volume_gain"]
 
 
 def _measure(context: RewardContext, completions, metric: str, reference_dir: str | None, embedder: str,
              max_chunks: int | None, alpha: float = 1.0, seed: int = 0) -> list[float | None]:
-    metrics = context.story_metrics(reference_dir, embedder, max_chunks, kl_alpha=alpha, seed=seed)
+    metrics = context.story_metrics(reference_dir, embedder, max_chunks, kl_alpha=alpha, seed=seed,
+                                    volume=metric == "volume_gain")
     texts = completion_texts(completions)
     chunks = None if metric == "kl" else context.chunks(texts, embedder, metrics.chunk_size)
     measured = metrics.measure(texts, chunks, metrics=(metric,))
     # A value that cannot exist is worth the floor; one that failed (an encoder error) stays None,
     # which the trainer fills with the group mean.
-    return [NO_TEXT if m.values[metric] is None and m.missing.get(metric) in CANNOT_EXIST else m.values[metric]
-            for m in measured]
+    return [floored(m.values[metric], m.missing.get(metric)) for m in measured]
 
 
 @reward("kl", novelty=True)

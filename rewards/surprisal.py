@@ -13,15 +13,16 @@ from eval.metrics.surprisal import surprisal as surprisal_metric
 from generate.common.errors import UsageError
 from rewards.context import RewardContext
 from rewards.registry import reward
-from rewards.text import completion_texts
+from rewards.text import completion_texts, floored
 
 
 @reward("surprisal", novelty=True)
 def surprisal(prompts, completions, *, context: RewardContext, model: str = "smollm2-135m-instruct",
               batch_size: int = 8, **columns) -> list[float | None]:
-    """Mean negative log-probability per story token (nats) under `model`; None for an empty story."""
+    """Mean negative log-probability per story token (nats) under `model`; 0.0, the floor, for an
+    empty story (`rewards.text.floored`), None where scoring failed or the story exceeds the context."""
     tasks = columns.get("task_prompt")
     if tasks is None:  # the rendered chat prompt is not the context the metric defines
         raise UsageError("surprisal needs the bare task of each prompt: a `task_prompt` dataset column")
     values = surprisal_metric(context.scorer(model, batch_size), list(tasks), completion_texts(completions))
-    return [m.values["surprisal"] for m in values]
+    return [floored(m.values["surprisal"], m.missing.get("surprisal")) for m in values]

@@ -3,8 +3,9 @@
 Measures what a GRPO reward pays per story: the volume gain computed by `VolumeGain` (reference
 factored once, O(d^2 k) per story) against `naive_volume_gain` (two covariance log-determinants
 over the whole ~28k x d reference per story), and checks that both agree. Cosine novelty and
-unigram KL are timed too. Stories are synthetic ~500-word texts (2 chunks) drawn from the
-reference unigram distribution and embedded with the real encoder.
+unigram KL are timed too. Stories are synthetic ~500-word texts (2 or more chunks, cut by the
+encoder's tokens as every story is) drawn from the reference unigram distribution and embedded
+with the real encoder.
 
 The first run embeds the corpus (minutes on a CPU); later runs reuse the on-disk cache.
 
@@ -33,7 +34,6 @@ from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.judge_throughput import measure_judge_throughput
 from eval.metrics import CosineNovelty, UnigramReference, VolumeGain, naive_volume_gain, unigram_kl
 from eval.reference import ReferenceCorpus, ReferenceUnavailable
-from eval.text import chunk_words
 from generate.backends import load_model
 from generate.common.cli import run_cli
 from generate.common.errors import UsageError
@@ -143,7 +143,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ReferenceUnavailable as exc:
         raise UsageError(f"reference corpus unavailable: {exc}") from None
     texts = synthetic_stories(corpus.counts, args.stories, args.words, args.seed)
-    stories = [embedder.encode(chunk_words(t)) for t in texts]
+    # Cut as every story is, by the encoder's own tokens (`Embedder.chunk`): cut by words alone, a
+    # chunk longer than the encoder reads would be truncated, and the timings would be of other inputs.
+    stories = [embedder.encode(pieces) for pieces in embedder.chunk(texts, corpus.chunk_size)]
     chunks = sorted({len(s) for s in stories})
     n_chunks, dim = corpus.embeddings.shape
     print(f"reference: {n_chunks} chunks x {dim} dims ({corpus.embedder_name})")

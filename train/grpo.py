@@ -54,7 +54,7 @@ from rewards.signal_check import check_signals
 from train.args import ScriptArguments
 from train.callbacks import RewardTimingCallback
 from train.data import prompt_dataset
-from train.model import export_merged, resolve_model_path
+from train.model import export_merged, init_kwargs, resolve_model_path
 from train.recipe_parser import RecipeParser
 from train.split import split_tasks
 from train.trainer import GRPOTrainer
@@ -118,9 +118,7 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
 
     # 3. Policy: the writer (alias, hf: spec, hub id or directory), LoRA when use_peft is set.
     model_path = resolve_model_path(model_args.model_name_or_path)
-    training_args.model_init_kwargs = {"dtype": model_args.dtype, "revision": model_args.model_revision,
-                                       "attn_implementation": model_args.attn_implementation,
-                                       **(training_args.model_init_kwargs or {})}
+    training_args.model_init_kwargs = init_kwargs(model_args, training_args)
     if not training_args.push_to_hub:  # the trainer pickles its args into every checkpoint
         training_args.hub_token = None
     trainer = GRPOTrainer(model=model_path, reward_funcs=reward_funcs, args=training_args, train_dataset=train_set,
@@ -140,7 +138,7 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
     if trainer.accelerator.is_main_process:
         trainer.state.save_to_json(str(Path(training_args.output_dir) / "trainer_state.json"))
         if script_args.save_merged:
-            export_merged(training_args.output_dir, model_path)
+            export_merged(training_args.output_dir, model_path, training_args.model_init_kwargs)
         write_manifest(training_args.output_dir, kind="grpo", seed=training_args.seed,
                        config={"script": vars(script_args), "model": vars(model_args),
                                "training": training_args.to_dict(), "resolved_model": model_path},

@@ -2,12 +2,18 @@
 something.
 
 Each model writes `--samples` stories for every held-out prompt of a training run's split (the
-prompts GRPO never saw), with the recipe's decoding settings and the same per-story seeds for
-every model, so the models differ only in their weights. Every story is scored with the recipe's
-composite reward (same reward functions, options, gate and weights as training) and a table of
-per-reward means and the weighted total is printed, with each model's paired difference from the
-first model (per-prompt means, so a prompt's samples count once; +- is the standard error over
-prompts).
+prompts GRPO never saw), with the training's decoding settings and the same per-story seeds for
+every model, so the models differ only in their weights. Every story (cleaned as generation cleans
+a writer's reply) is scored with the training's composite reward (same reward functions, options,
+gate and weights) and a table of per-reward means and the weighted total is printed, with each
+model's paired difference from the first model (per-prompt means, so a prompt's samples count once;
++- is the standard error over prompts).
+
+"The training's" settings are the ones the run's `manifest.json` records (`train/grpo.py`: the
+script arguments and the training arguments, command-line overrides included: `review-lab story`
+gives its writers their own reward model, corpus and seed), over the recipe. Without that manifest
+the recipe alone is used, and refused (exit 2) where the run's `step.json` shows that training was
+given other reward options.
 
 Usage:
     review-lab heldout --config configs/grpo/smollm2_cpu.yaml \
@@ -32,6 +38,7 @@ from trl import GRPOConfig
 
 from eval.stats import summarize
 from generate.backends import ChatRequest, SamplingParams, check_spec, load_model
+from generate.clean import clean_reply
 from generate.common.config import add_dataclass_args, build_config, load_yaml, new_parser
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
@@ -41,10 +48,14 @@ from generate.journal import derive_seed
 from generate.prompts import load_prompts
 from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
+from rewards.text import WRITE
 from train.args import ScriptArguments
 from train.split import load_split
+from train.steps import STEP_FILE
 
 log = logging.getLogger("heldout_reward")
+DECODING = ("max_completion_length", "temperature", "top_p", "seed")
+TRAINING = ("reward_weights", *DECODING)  # what heldout reads of the recorded training arguments
 EXAMPLE = ("review-lab heldout --config configs/grpo/smollm2_cpu.yaml --split runs/grpo/smollm2_cpu --samples 4 "
            "--model base=smollm2-135m-instruct --model grpo=hf:runs/grpo/smollm2_cpu/merged")
 
@@ -54,13 +65,51 @@ def recipe_settings(config: dict) -> tuple[ScriptArguments, dict]:
     names = {f.name for f in dataclasses.fields(ScriptArguments)}
     script = ScriptArguments(**{k: v for k, v in config.items() if k in names})
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
-    decoding = {k: config.get(k, defaults[k]) for k in ("max_completion_length", "temperature", "top_p", "seed")}
+    decoding = {k: config.get(k, defaults[k]) for k in DECODING}
     weights = config.get("reward_weights") or [1.0] * len(script.reward_funcs)
     return script, {**decoding, "reward_weights": weights}
 
 
+def trained_config(split: str | Path, recipe: dict) -> tuple[dict, str]:
+    """(the recipe as the run holding `split` was trained with, where that came from).
+
+    The run's GRPO manifest records its script arguments and training arguments after every
+    override; those win over the recipe, so the held-out rewards are the training's. Without it,
+    the recipe alone, unless the run's `step.json` (`review-lab story`'s GRPO step) records reward
+    options other than the recipe's: scoring with the recipe would then report another reward.
+
+    Raises:
+        UsageError: no manifest, and the step record shows training used other reward options."""
+    run = Path(split) if Path(split).is_dir() else Path(split).parent
+    manifest = _json(run / "manifest.json")
+    if manifest and manifest.get("kind") == "grpo":
+        recorded = manifest.get("config") or {}
+        script, training = recorded.get("script") or {}, recorded.get("training") or {}
+        trained = {**recipe, **script, **{k: training[k] for k in TRAINING if k in training}}
+        changed = sorted(k for k in recipe if trained[k] != recipe[k])
+        if changed:
+            log.info("scoring as %s was trained, not as the recipe says: %s", run, ", ".join(changed))
+        return trained, str(run / "manifest.json")
+    step = _json(run / STEP_FILE) or {}
+    options = step.get("inputs", {}).get("options")
+    if options is not None and options != (recipe.get("reward_options") or {}):
+        raise UsageError(f"{run} has no GRPO manifest.json, and its {STEP_FILE} says training had other reward "
+                         "options than the recipe's; finish the training (its manifest records them) first")
+    log.warning("%s has no GRPO manifest.json: scoring with the recipe's options alone", run)
+    return recipe, "recipe"
+
+
+def _json(path: Path) -> dict | None:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
 def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
-    """`samples` stories per task, seeded by (seed, task, sample) so every model gets the same seeds."""
+    """`samples` stories per task, seeded by (seed, task, sample) so every model gets the same seeds,
+    each cleaned as generation cleans a writer's reply (`generate.clean.clean_reply`): the story
+    the evaluation would score, and the one the rewards read (`rewards.text.completion_text`)."""
     prompt_set = load_prompts()
     params = SamplingParams(decoding["max_completion_length"], decoding["temperature"], decoding["top_p"])
     requests = [ChatRequest(prompt_set.writer_messages(t.prompt), params, seed=derive_seed(decoding["seed"], t.id, k))
@@ -68,7 +117,7 @@ def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
     options = {} if spec.startswith(("openai:", "vllm:")) else {"dtype": "float32", "batch_size": 8}
     model = load_model(spec, **options)
     try:
-        return [c.text for c in model.generate(requests, desc=spec)]
+        return [clean_reply(WRITE, c.text) for c in model.generate(requests, desc=spec)]
     finally:
         model.close()
 
@@ -132,8 +181,9 @@ class HeldoutConfig:
 def main(argv: Sequence[str] | None = None) -> int:
     # The GRPO recipe is this script's input, so its own options file is --options (not --config).
     cfg = parse_options(argv)
-    script, settings = recipe_settings(load_yaml(cfg.config))
     split = load_split(cfg.split)
+    trained, source = trained_config(cfg.split, load_yaml(cfg.config))
+    script, settings = recipe_settings(trained)
     tasks = split.select(load_dataset(split.dataset or script.dataset), "eval")
     if not tasks:
         raise UsageError("the split holds no held-out prompt")
@@ -156,10 +206,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         out = Path(cfg.out)
         out.mkdir(parents=True, exist_ok=True)
         (out / "heldout.json").write_text(json.dumps({"recipe": cfg.config, "split": cfg.split, "samples": cfg.samples,
-                                                      "prompt_ids": [t.id for t in tasks], "results": results,
-                                                      "table": report}, indent=2) + "\n", encoding="utf-8")
+                                                      "settings_from": source, "prompt_ids": [t.id for t in tasks],
+                                                      "results": results, "table": report}, indent=2) + "\n",
+                                          encoding="utf-8")
         write_manifest(out, kind="heldout_reward", config=asdict(cfg), seed=settings["seed"],
-                       templates=prompt_set.texts(), extra={"recipe": load_yaml(cfg.config)})
+                       templates=prompt_set.texts(), extra={"recipe": load_yaml(cfg.config), "trained_with": trained,
+                                                            "settings_from": source})
     return 0
 
 

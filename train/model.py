@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -33,8 +34,31 @@ def resolve_model_path(name: str) -> str:
     return name
 
 
-def export_merged(output_dir: str | Path, base_model: str) -> Path:
+IDENTITY = ("revision", "trust_remote_code")  # what picks the base's weights and code, not how it computes
+
+
+def init_kwargs(model_args: Any, training_args: Any) -> dict[str, Any]:
+    """The trainer's `model_init_kwargs`: trl's ModelConfig (dtype, revision, attention) with the
+    config's own `trust_remote_code`, the recipe's `model_init_kwargs` winning.
+
+    One helper for the training load and the merge's reload (`base_identity`): the adapter is
+    merged into the weights it was trained on, never into another revision of the base."""
+    return {"dtype": model_args.dtype, "revision": model_args.model_revision,
+            "attn_implementation": model_args.attn_implementation,
+            "trust_remote_code": training_args.trust_remote_code, **(training_args.model_init_kwargs or {})}
+
+
+def base_identity(kwargs: dict[str, Any] | None) -> dict[str, Any]:
+    """Of a training load's kwargs, those that choose which base is loaded (`IDENTITY`): the merge
+    reloads with them, and in float32 whatever the training dtype."""
+    return {k: v for k, v in (kwargs or {}).items() if k in IDENTITY}
+
+
+def export_merged(output_dir: str | Path, base_model: str, kwargs: dict[str, Any] | None = None) -> Path:
     """Merge the adapter saved in `output_dir` into `base_model` and save it in `output_dir/merged`.
+
+    `kwargs` are the training load's `model_init_kwargs` (`init_kwargs`): the base is reloaded with
+    the same revision and trust_remote_code.
 
     Reloading from disk (rather than unwrapping the trained model) works the same after DDP,
     ZeRO-2 and ZeRO-3, where the in-memory weights may be partitioned across ranks. Without an
@@ -48,7 +72,7 @@ def export_merged(output_dir: str | Path, base_model: str) -> Path:
     output_dir = Path(output_dir)
     target = output_dir / MERGED_DIR
     if (output_dir / "adapter_config.json").is_file():
-        base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32)
+        base = AutoModelForCausalLM.from_pretrained(base_model, dtype=torch.float32, **base_identity(kwargs))
         model = PeftModel.from_pretrained(base, str(output_dir)).merge_and_unload()
     else:
         model = AutoModelForCausalLM.from_pretrained(str(output_dir), dtype=torch.float32)

@@ -44,7 +44,7 @@ from generate.common.manifest import sha256_bytes, sha256_text, write_manifest
 from generate.common.ranges import HELD_OUT, Range, check_options
 from generate.datasets import Task
 from rewards.signal_check import MIN_HELDOUT_GROUPS, group_bootstrap
-from train.model import resolve_model_path
+from train.model import base_identity, init_kwargs, resolve_model_path
 from train.recipe_parser import RecipeParser
 from train.split import Split, split_tasks
 
@@ -138,9 +138,11 @@ def decision_threshold(scorer: RewardModelScorer, pairs: list[dict], batch_size:
     return (sum(chosen) / len(chosen) + sum(rejected) / len(rejected)) / 2
 
 
-def export_merged(output_dir: str | Path, base_model: str) -> Path:
+def export_merged(output_dir: str | Path, base_model: str, kwargs: dict | None = None) -> Path:
     """Merge the saved adapter (and trained head) into the base model; save it with its tokenizer
-    in `output_dir/merged`, float32 (as train/model.py's writer export, for the same reason)."""
+    in `output_dir/merged`, float32 (as train/model.py's writer export, for the same reason), the
+    base reloaded with the training load's revision and trust_remote_code (`kwargs`: its
+    `model_init_kwargs`, `train.model.base_identity`)."""
     from peft import PeftModel
     from transformers import AutoModelForSequenceClassification, AutoTokenizer
     from trl.trainer.reward_trainer import suppress_seqcls_warning
@@ -149,7 +151,8 @@ def export_merged(output_dir: str | Path, base_model: str) -> Path:
     tokenizer = AutoTokenizer.from_pretrained(str(output_dir))
     if (output_dir / "adapter_config.json").is_file():
         with suppress_seqcls_warning():  # the head comes from the adapter, not from the base checkpoint
-            base = AutoModelForSequenceClassification.from_pretrained(base_model, num_labels=1, dtype=torch.float32)
+            base = AutoModelForSequenceClassification.from_pretrained(base_model, num_labels=1, dtype=torch.float32,
+                                                                      **base_identity(kwargs))
         model = PeftModel.from_pretrained(base, str(output_dir)).merge_and_unload()
     else:
         model = AutoModelForSequenceClassification.from_pretrained(str(output_dir), dtype=torch.float32)
@@ -171,7 +174,7 @@ def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args
 
     # 2. trl's RewardTrainer on the base writer (alias, hf: spec or directory), LoRA when use_peft.
     model_path = resolve_model_path(model_args.model_name_or_path)
-    training_args.model_init_kwargs = {"dtype": model_args.dtype, **(training_args.model_init_kwargs or {})}
+    training_args.model_init_kwargs = init_kwargs(model_args, training_args)
     dataset = Dataset.from_list([{k: p[k] for k in COLUMNS} for p in train_pairs])
     eval_set = Dataset.from_list([{k: p[k] for k in COLUMNS} for p in eval_pairs]) if eval_pairs else None
     trainer = RewardTrainer(model=model_path, args=training_args, train_dataset=dataset, eval_dataset=eval_set,
@@ -189,7 +192,8 @@ def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args
         split.save(out)
         trainer.state.save_to_json(str(out / "trainer_state.json"))
         if script_args.save_merged:
-            scorer = RewardModelScorer(export_merged(out, model_path), device="cpu" if training_args.use_cpu else "auto")
+            merged = export_merged(out, model_path, training_args.model_init_kwargs)
+            scorer = RewardModelScorer(merged, device="cpu" if training_args.use_cpu else "auto")
             heldout = pairwise_accuracy(scorer, eval_pairs, seed=script_args.split_seed)
             threshold = decision_threshold(scorer, train_pairs)
         else:

@@ -14,6 +14,9 @@ never handed on:
 
 Candidate prompts are checked against the evaluation prompts by text: no preference pair, hence
 no reward model, ever sees an evaluation prompt.
+
+The commands run from the repository root, wherever the story was started: every path on their
+command line is absolute (`arg`), as the story's config already makes its own (`train.story_config`).
 """
 
 from __future__ import annotations
@@ -36,6 +39,12 @@ from train.steps import Step, content_hash
 
 log = logging.getLogger("end_to_end")
 TEMPERATURES = (0.7, 1.0, 1.3)
+
+
+def arg(path: str | Path) -> str:
+    """A path as a command run from the repository root must be given it: absolute, against the
+    directory the story was started from (a relative one would name a file under the repository)."""
+    return str(Path(path).resolve())
 
 
 def run(cmd: list[str], what: str) -> None:
@@ -78,9 +87,9 @@ def curate(out: Path, candidate_runs: list[Path], reference_dir: str | None) -> 
     step = Step(out, "curation", {"candidates": {str(p): content_hash(p) for p in candidate_runs},
                                   "reference_dir": reference_dir})
     step.start()
-    cmd = [sys.executable, "-m", "rewards.curate", "--candidates", *map(str, candidate_runs), "--out", str(out)]
+    cmd = [sys.executable, "-m", "rewards.curate", "--candidates", *map(arg, candidate_runs), "--out", arg(out)]
     if reference_dir:
-        cmd += ["--reference-dir", reference_dir]
+        cmd += ["--reference-dir", arg(reference_dir)]
     run(cmd, "curation")
     step.finish()
     return out / "preferences.jsonl"
@@ -88,12 +97,13 @@ def curate(out: Path, candidate_runs: list[Path], reference_dir: str | None) -> 
 
 def reward_model(out: Path, preferences: Path, config: str) -> Path:
     """Keyed by the recipe's and the pairs' contents: reused only when both are the ones it was trained on."""
-    step = Step(out, "reward model", {"config": content_hash(REPO_ROOT / config), "preferences": content_hash(preferences)})
+    step = Step(out, "reward model", {"config": content_hash(REPO_ROOT / config),
+                                      "preferences": content_hash(preferences)})
     if not step.done:
         step.start()
-        run(accelerate_command("reward_model.py", ["--config_file", "configs/accelerate/cpu.yaml"],
-                               ["--config", config, "--preferences", str(preferences.resolve()),
-                                "--output_dir", str(out.resolve())]), "reward model")
+        run(accelerate_command("reward_model.py", ["--config_file", arg(REPO_ROOT / "configs/accelerate/cpu.yaml")],
+                               ["--config", arg(REPO_ROOT / config), "--preferences", arg(preferences),
+                                "--output_dir", arg(out)]), "reward model")
         step.finish()
     return out
 
@@ -110,17 +120,17 @@ def principles(out: Path, reference_dir: str | None, iterations: int, writer: st
     labels = weak.out / "weak.jsonl"
     if not weak.done:
         weak.start()
-        cmd = [sys.executable, "-m", "rewards.principles", "weak-labels", "--out", str(labels), "--model", writer,
+        cmd = [sys.executable, "-m", "rewards.principles", "weak-labels", "--out", arg(labels), "--model", writer,
                "--seed", str(seed), *(x for kv in WEAK_LABELS.items() for x in kv)]
         if reference_dir:
-            cmd += ["--reference-dir", reference_dir]
+            cmd += ["--reference-dir", arg(reference_dir)]
         run(cmd, "weak labels")
         weak.finish()
     opt = Step(out / "opt", "principle optimisation", {"labels": content_hash(labels), "options": OPTIMISE,
                                                        "iterations": iterations, "writer": writer, "seed": seed})
     opt.start()
-    run([sys.executable, "-m", "rewards.principles", "optimize", "--labelled", str(labels), "--model", writer,
+    run([sys.executable, "-m", "rewards.principles", "optimize", "--labelled", arg(labels), "--model", writer,
          "--iterations", str(iterations), "--seed", str(seed), *(x for kv in OPTIMISE.items() for x in kv),
-         "--out", str(opt.out)], "principle optimisation")
+         "--out", arg(opt.out)], "principle optimisation")
     opt.finish()
     return opt.out / "principles.yaml"

@@ -20,7 +20,9 @@ Review gets from interaction, and at what cost? And which reward signal trains t
    trained on multi-agent curated preferences; arXiv 2508.21476 3.1) and `principle` (the
    adversarially optimised principle judge; 3.2). The signals are prepared first
    (`train/signals.py`: candidates on training prompts, curation, reward model, weak
-   labels, principle optimisation).
+   labels, principle optimisation). Each run gets the story's `--seed`, and its reference rewards
+   the evaluation's corpus settings (`--reference-dir`, `--reference-max-chunks`): a writer is
+   trained against the corpus sample it is scored on.
 4. Each tuned writer as single agent on the evaluation prompts; the composite one also in Review.
 5. Evaluate every run with one judge and one surprisal scorer (the base writer, so that surprisal
    is comparable across writers) and, when the signals exist, both signals' verdicts (excellence
@@ -49,12 +51,14 @@ from eval.run import EvalConfig, Evaluator
 from eval.signals import agreement, confound_table, principles_record, render_confounds
 from eval.view import write_view
 from generate.backends import load_model
-from generate.common.config import parse_config
+from generate.common.config import load_yaml, parse_config
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
 from generate.common.paths import REPO_ROOT
 from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
+from rewards import get_reward
+from rewards.registry import option_names
 from train import signals as signal_steps
 from train.launch import accelerate_command
 from train.length_gap import length_gap, render_length_gap
@@ -73,29 +77,62 @@ def weights_hash(writer: str) -> str | None:
     return content_hash(writer[3:]) if writer.startswith("hf:") else None
 
 
+def reward_options(cfg: StoryConfig, signal: str, options: dict | None) -> dict:
+    """`options` (None: the recipe's `reward_options`) with the evaluation's settings on every reward
+    of the recipe that takes them: `reference_dir`, `max_chunks` (`--reference-max-chunks`) and
+    `seed` (`--seed`). The novelty rewards then measure against the corpus sample the evaluation
+    scores with, not the recipe's (environment corpus, its own sample and seed 0), and the principle
+    judge samples with the seed its principles were optimised with. A relative `--reference-dir` is
+    made absolute: GRPO runs from the repository root, the evaluation from here."""
+    recipe = load_yaml(REPO_ROOT / SIGNALS[signal])
+    merged = {name: dict(opts) for name, opts in (recipe.get("reward_options") or {} if options is None
+                                                  else options).items()}
+    given = {"reference_dir": str(Path(cfg.reference_dir).resolve()) if cfg.reference_dir else None,
+             "max_chunks": cfg.reference_max_chunks, "seed": cfg.seed}
+    for name in recipe.get("reward_funcs") or []:
+        takes = {k: v for k, v in given.items() if k in option_names(get_reward(name).func)}
+        if takes:
+            merged[name] = {**merged.get(name, {}), **takes}
+    return merged
+
+
+def grpo_inputs(cfg: StoryConfig, signal: str, options: dict | None) -> dict:
+    """What the GRPO run is given besides its recipe and output directory: the reward options
+    (`reward_options`), the step count, the seed (the story's, as every other step's) and, for a
+    learned signal, `--allow_weak_signal`. The run's step key holds exactly these, so changing an
+    input that reaches the run retrains it and changing one that does not never does."""
+    return {"options": reward_options(cfg, signal, options), "max_steps": cfg.max_steps, "seed": cfg.seed,
+            "allow_weak_signal": cfg.allow_weak_signal and signal != "composite"}
+
+
+def grpo_args(signal: str, out: Path, inputs: dict) -> list[str]:
+    """train/grpo.py's arguments for `grpo_inputs`."""
+    args = ["--config", SIGNALS[signal], "--output_dir", str(out.resolve()), "--seed", str(inputs["seed"]),
+            "--reward_options", json.dumps(inputs["options"])]
+    if inputs["max_steps"] is not None:
+        args += ["--max_steps", str(inputs["max_steps"])]
+    if inputs["allow_weak_signal"]:
+        args += ["--allow_weak_signal", "true"]
+    return args
+
+
 def train(cfg: StoryConfig, signal: str, out: Path, options: dict | None, upstream: dict | None = None) -> Path:
     """GRPO with `signal`'s recipe into `out`; `options` replace the recipe's reward options.
 
-    Keyed by the recipe's contents, the options, the upstream signal's content hash (`upstream`),
-    the step count and the seed: reused only when all are the ones it was trained with, otherwise
-    trained again from scratch (an unfinished run with the same inputs resumes from its checkpoint)."""
+    Keyed by the recipe's contents, the upstream signal's content hash (`upstream`) and what the run
+    is given (`grpo_inputs`: reward options, step count, seed, allow_weak_signal for a learned
+    signal): reused only when all are the ones it was trained with, otherwise trained again from
+    scratch (an unfinished run with the same inputs resumes from its checkpoint)."""
     merged = out / "merged"
-    step = Step(out, f"GRPO ({signal})", {"recipe": content_hash(REPO_ROOT / SIGNALS[signal]), "options": options,
-                                          "upstream": upstream, "max_steps": cfg.max_steps,
-                                          "allow_weak_signal": cfg.allow_weak_signal})
+    inputs = grpo_inputs(cfg, signal, options)
+    step = Step(out, f"GRPO ({signal})", {"recipe": content_hash(REPO_ROOT / SIGNALS[signal]), "upstream": upstream,
+                                          **inputs})
     if step.done and (merged / "config.json").is_file():
         log.info("GRPO (%s) already done with these inputs: %s", signal, merged)
         return merged
     step.start()
-    args = ["--config", SIGNALS[signal], "--output_dir", str(out.resolve())]
-    if options is not None:
-        args += ["--reward_options", json.dumps(options)]
-    if cfg.max_steps is not None:
-        args += ["--max_steps", str(cfg.max_steps)]
-    if cfg.allow_weak_signal and signal != "composite":
-        args += ["--allow_weak_signal", "true"]
-    signal_steps.run(accelerate_command("grpo.py", ["--config_file", "configs/accelerate/cpu.yaml"], args),
-                     f"GRPO ({signal})")
+    signal_steps.run(accelerate_command("grpo.py", ["--config_file", "configs/accelerate/cpu.yaml"],
+                                        grpo_args(signal, out, inputs)), f"GRPO ({signal})")
     step.finish()
     return merged
 

@@ -1,19 +1,28 @@
 """The story's settings: which reward signals exist and their recipes, the options of `review-lab
 story` and `review-lab signals`, the runs a story makes, and the metrics its evaluation scores
-(checked against `--metrics` before any work). The flow itself is `train/story.py`."""
+(checked against `--metrics` before any work). The flow itself is `train/story.py`.
+
+Every path option is made absolute once, when the config is built (`StoryConfig.absolute_paths`):
+the story's steps run commands from the repository root (`train/signals.py`), its evaluation from
+where it was started, and a step's key records the paths it was given, so each must see the same
+file whatever the directory it runs from."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 
+from eval.corpus.resolve import ENV as REFERENCE_ENV
 from eval.corpus.resolve import reference_dir_option
 from eval.metrics.catalog import MetricSpec
 from eval.rubric import load_rubric
 from eval.signals import CURATION_METRICS, PRINCIPLE_METRICS, RM_METRICS
 from generate.common.errors import UsageError
+from generate.common.paths import REPO_ROOT
 from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, checked, in_range
-from generate.datasets import check_dataset
+from generate.datasets import NAMED, check_dataset
 
 BASE = "smollm2-135m-instruct"
 SIGNALS = {"composite": "configs/grpo/smollm2_cpu.yaml", "rm": "configs/grpo/smollm2_cpu_rm.yaml",
@@ -31,6 +40,11 @@ def scored_metrics(signals: Sequence[str], curation_verdict: bool) -> list[Metri
     verdicts = ((PRINCIPLE_METRICS if "principle" in signals else ()) + (RM_METRICS if "rm" in signals else ())
                 + (CURATION_METRICS if curation_verdict else ()))
     return load_rubric().catalog().extended(verdicts).with_judge_average()
+
+
+def absolute(path: str | Path) -> str:
+    """`path` made absolute against the directory the command was started from."""
+    return str(Path(path).resolve())
 
 
 def check_eval_dataset(spec: str) -> None:
@@ -76,6 +90,25 @@ class StoryConfig:
         unplanned = [m for m in self.metrics if m not in known]
         if unplanned:
             raise UsageError(f"--metrics: this story scores no {', '.join(unplanned)}; choose from {', '.join(known)}")
+        self.absolute_paths()
+
+    def absolute_paths(self) -> None:
+        """Make every path option absolute, so every step, step key and subprocess sees one path.
+
+        A corpus given by `$SCIFI_REFERENCE_DIR` becomes the `reference_dir` (the commands the steps
+        run would read a relative one from the repository root); an empty one is not given. A
+        relative `--rm-config` is the user's file where it exists, else the repository's (where the
+        default recipe lives). An `--eval-dataset` naming a file is made absolute too, where the file
+        exists: a missing one is left as given, so its refusal quotes what the user typed."""
+        given = self.reference_dir or os.environ.get(REFERENCE_ENV) or None
+        self.reference_dir = absolute(given) if given else None
+        self.out = absolute(self.out)
+        self.candidates = [absolute(p) for p in self.candidates]
+        rm_config = Path(self.rm_config)
+        self.rm_config = absolute(self.rm_config if rm_config.exists() or rm_config.is_absolute()
+                                  else REPO_ROOT / rm_config)
+        if self.eval_dataset not in ("heldout", "scifi100", *NAMED) and Path(self.eval_dataset).exists():
+            self.eval_dataset = absolute(self.eval_dataset)
 
 
 @dataclass

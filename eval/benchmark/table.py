@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from eval.compare import COST_FIELDS, inference_cost
+from eval.compare import COST_FIELDS, cut_off_share, inference_cost
 from eval.metrics.catalog import Catalog
 from eval.report import CELL_NOTE, missing_lines, read_summary, table
 from generate.common.jsonl import read_jsonl
@@ -23,11 +23,13 @@ COST_LABELS = {"calls": "Calls", "prompt_tokens": "Prompt tok.", "completion_tok
 
 
 def benchmark_table(run_dir: Path, frameworks: list[str]) -> tuple[Catalog | None, dict[str, Any]]:
-    """(catalog, {framework: {"metrics": summary cells | None, "cost": per-prompt cost with `x_single`}})."""
-    costs, cells, catalog = {}, {}, None
+    """(catalog, {framework: {"metrics": summary cells | None, "cost": per-prompt cost with `x_single`,
+    "cut_off": share of final stories cut off at the token cap (None: not recorded), "seconds"}})."""
+    costs, cells, cut, catalog = {}, {}, {}, None
     for fw in frameworks:
         stories = list(read_jsonl(run_dir / fw / "stories.jsonl"))
         costs[fw] = inference_cost(stories, {s["prompt_id"] for s in stories})
+        cut[fw] = cut_off_share(stories)
         summary = run_dir / fw / "eval" / "summary.json"
         cells[fw] = None
         if summary.is_file():
@@ -39,13 +41,14 @@ def benchmark_table(run_dir: Path, frameworks: list[str]) -> tuple[Catalog | Non
         cost = costs[fw]
         if cost is not None:
             cost = {**cost, "x_single": {f: (cost[f] / base[f] if base and base[f] else None) for f in COST_FIELDS}}
-        out[fw] = {"metrics": cells[fw], "cost": cost, "seconds": _seconds(run_dir / fw, cost)}
+        out[fw] = {"metrics": cells[fw], "cost": cost, "cut_off": cut[fw], "seconds": _seconds(run_dir / fw, cost)}
     return catalog, out
 
 
 def _seconds(run: Path, cost: dict | None) -> dict[str, float]:
     """Where a framework's time went: generation (the prompts' wall seconds, summed) and its
-    evaluation's parts (judge, surprisal, metrics; from the last evaluation invocation's manifest)."""
+    evaluation's parts (judge, surprisal, metrics; from the evaluation's manifest, whose `seconds`
+    add up every invocation of a resumed evaluation, not only the last one)."""
     out = {"generation": cost["seconds"] * cost["n_prompts"]} if cost else {}
     manifest = run / "eval" / "manifest.json"
     if manifest.is_file():
@@ -70,7 +73,7 @@ def time_lines(rows: dict[str, Any]) -> list[str]:
 
 def render(catalog: Catalog | None, rows: dict[str, Any], title: str) -> str:
     catalog = catalog or Catalog.from_aspects({})
-    extra_head = [*(f"{COST_LABELS[c]}/prompt" for c in COST_LABELS), "Tokens × single", "Calls × single"]
+    extra_head = [*(f"{COST_LABELS[c]}/prompt" for c in COST_LABELS), "Tokens × single", "Calls × single", "Cut off"]
     extra = {}
     for fw, row in rows.items():
         cost = row["cost"]
@@ -78,11 +81,13 @@ def render(catalog: Catalog | None, rows: dict[str, Any], title: str) -> str:
         for c in ("total_tokens", "calls"):
             ratio = cost["x_single"][c] if cost else None
             cells.append(f"{ratio:.1f}x" if ratio is not None else "n/a")
-        extra[fw] = cells
+        cut = row.get("cut_off")
+        extra[fw] = [*cells, "n/a" if cut is None else f"{100 * cut:.0f}%"]
     cells = {fw: row["metrics"] or {} for fw, row in rows.items()}
     lines = [f"# {title}", "", *table(cells, catalog, extra=extra, extra_head=extra_head), "",
              f"{CELL_NOTE} Cost: mean per prompt over all of a framework's calls (every agent, teacher included); "
-             "seconds are wall time on this machine, amortized over the prompts batched together.", ""]
+             "seconds are wall time on this machine, amortized over the prompts batched together. Cut off: the "
+             "share of final stories that hit the token cap (n/a: the run did not record it).", ""]
     lines += time_lines(rows)
     absent = missing_lines(cells, catalog)
     if absent:

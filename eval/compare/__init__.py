@@ -14,9 +14,9 @@ The parts: `runs` (loading, provenance), `checks` (refusing runs that do not com
 
 from eval.compare.checks import MISMATCH_FIELDS, check_comparable
 from eval.compare.gains import compare, default_metrics
-from eval.compare.pairs import COST_FIELDS, inference_cost, prompt_means, story_value
+from eval.compare.pairs import COST_FIELDS, cut_off_share, inference_cost, prompt_means, story_value
 from eval.compare.runs import Run, load_run, parse_run_spec
 from eval.compare.verdict import verdict
 
-__all__ = ["COST_FIELDS", "MISMATCH_FIELDS", "Run", "check_comparable", "compare", "default_metrics",
+__all__ = ["COST_FIELDS", "MISMATCH_FIELDS", "Run", "check_comparable", "compare", "cut_off_share", "default_metrics",
            "inference_cost", "load_run", "parse_run_spec", "prompt_means", "story_value", "verdict"]

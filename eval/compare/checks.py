@@ -10,9 +10,11 @@ from eval.compare.runs import Run
 from generate.common.errors import UsageError
 
 # What must be the same for two runs' numbers to compare: the prompts' source, the judge (model,
-# mode, decoding, rubric), the surprisal scorer, the reference corpus (with its encoder) and the
-# learned signals (reward model and principles, by content; only runs with signal values count).
-MISMATCH_FIELDS = ("dataset", "judge", "scorer", "reference", "signals")
+# mode, decoding, rubric), the surprisal scorer, the reference corpus (with its encoder), the
+# version of the rule-based metrics' definition (`eval.metrics.story.METRICS_VERSION`: it changes
+# homogenization too, which needs no corpus) and the learned signals (reward model and principles,
+# by content; only runs with signal values count).
+MISMATCH_FIELDS = ("dataset", "judge", "scorer", "reference", "metrics", "signals")
 
 
 def check_comparable(runs: Sequence[Run], allow: Sequence[str] = ()) -> dict[str, dict[str, Any]]:
@@ -49,10 +51,16 @@ def check_comparable(runs: Sequence[Run], allow: Sequence[str] = ()) -> dict[str
     return allowed
 
 
+# What a refusal shows of a recorded dict: what tells two judges or references apart at a glance.
+_SHOWN = ("model", "weights_sha256", "package", "mode", "rubric_sha256", "content_sha256", "embedder", "embedder_id",
+          "token_limit", "sample", "metrics_version")
+
+
 def _short(value: Any) -> str:
+    """A recorded value in one short line: a dict shows only its `_SHOWN` keys (all of them when it
+    has none), a hash its first 12 characters."""
     if isinstance(value, dict):
-        value = {k: v for k, v in value.items() if k in ("model", "mode", "rubric_sha256", "content_sha256",
-                                                           "embedder", "sample")} or value
+        value = {k: v for k, v in value.items() if k in _SHOWN} or value
         value = {k: (v[:12] if isinstance(v, str) and k.endswith("sha256") else v) for k, v in value.items()}
     if isinstance(value, str) and len(value) == 64:
         value = value[:12]

@@ -5,10 +5,10 @@ Each --run is NAME=DIR, DIR a run directory (stories.jsonl + eval/scores.jsonl) 
 itself; the run named `base` (else the first) is the baseline. Prompts are paired by their text
 (not their id), with a paired bootstrap CI and a Wilcoxon signed-rank test whose p-values are
 adjusted over all the comparison's tests (Holm by default; see `eval.compare`, `eval.stats` and
-`eval.multiplicity`). Runs that differ in dataset, judge, surprisal scorer or reference corpus are
+`eval.multiplicity`). Runs that differ in dataset, judge, surprisal scorer, reference corpus or metrics version are
 refused (exit 2, one line naming the field) unless `--allow-mismatch FIELD` says so. Writes
-comparison.json, comparison.md, gains.png, cost_vs_gain.png and manifest.json to --out and prints
-the Markdown.
+comparison.json, comparison.md, gains.png, cost_vs_gain.png and manifest.json (with the sha256 of
+every scores.jsonl and stories.jsonl read) to --out and prints the Markdown.
 
     review-lab compare --run base=runs/single --run review=runs/review \
         --run tuned=runs/tuned --out runs/compare [--metrics judge_average kl] [--boot 10000]
@@ -65,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                          allow_mismatch=cfg.allow_mismatch, correction=cfg.correction)
     write_outputs(comparison, cfg.out)
     write_manifest(cfg.out, kind="comparison", config=asdict(cfg), seed=cfg.seed,
-                   extra={"provenance": comparison["provenance"], "mismatches": comparison["mismatches"]})
+                   extra={"provenance": comparison["provenance"], "mismatches": comparison["mismatches"],
+                          "inputs": {run.name: run.inputs for run in runs}})
     print(render_markdown(comparison))
     return 0

@@ -15,7 +15,7 @@ from dataclasses import asdict
 from typing import Any
 
 from eval.compare.checks import check_comparable
-from eval.compare.pairs import COST_FIELDS, inference_cost, prompt_means, story_value
+from eval.compare.pairs import COST_FIELDS, cut_off_share, inference_cost, prompt_means, story_value
 from eval.compare.runs import Run
 from eval.compare.verdict import verdict
 from eval.metrics.catalog import Catalog
@@ -42,6 +42,13 @@ def _with_ratios(cost: dict[str, float] | None, base: dict[str, float] | None) -
     ratios = {f: cost[f] / base[f] if base and base[f] > 0 else None for f in COST_FIELDS}
     extra = ratios["total_tokens"] - 1 if ratios["total_tokens"] is not None else None
     return {**cost, "x_base": ratios, "extra_base_tokens": extra}
+
+
+def _costs(runs: Sequence[Run], base: Run, common: set[str]) -> dict[str, dict[str, Any] | None]:
+    """Each run's mean cost per common prompt with its multiples of the baseline's (None: unknown)."""
+    raw = {run.name: inference_cost(run.stories, common, key="prompt_sha256") if run.stories is not None
+           else None for run in runs}
+    return {name: _with_ratios(c, raw[base.name]) for name, c in raw.items()}
 
 
 def _gain(base: dict[str, float], run: dict[str, float], prompts: set[str], ids: dict[str, str],
@@ -98,12 +105,13 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, n_boot: i
 
     Returns:
         The JSON-ready comparison: `config`, `metrics` (their specs), `prompts` (common count,
-        dropped ids per run), `describe` (metric -> run -> mean/std/se/n over stories), `gains`
+        dropped ids per run), `describe` (metric -> run -> mean/std/se/n over stories, over prompts for
+        a per-prompt metric, and `n_missing`), `gains`
         (metric -> run -> paired test, adjusted p, significance, missing prompt ids, gain per
         extra base-run of tokens), `correction` (its label and promise), `power` (whether this
         sample could make any significance call), `cost` (run -> mean per prompt and multiples of
-        the baseline, or None), `mismatches` and `verdict` (one line per headline metric).
-    """
+        the baseline, or None), `cut_off` (run -> share of stories cut off at the token cap, None
+        unrecorded), `mismatches`, `verdict` (one line per headline metric)."""
     _check_names(runs)
     if correction not in CORRECTIONS:
         raise UsageError(f"unknown correction {correction!r}; valid: {', '.join(CORRECTIONS)}")
@@ -113,14 +121,12 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, n_boot: i
     base = next((run for run in runs if run.name == "base"), runs[0])
     catalog = base.catalog or next((r.catalog for r in runs if r.catalog), None) or Catalog.from_aspects({})
     common, ids, dropped = _common_prompts(runs)
-    raw_cost = {run.name: inference_cost(run.stories, common, key="prompt_sha256") if run.stories is not None
-                else None for run in runs}
-    cost = {name: _with_ratios(c, raw_cost[base.name]) for name, c in raw_cost.items()}
+    cost = _costs(runs, base, common)
     excluded = {"surprisal": "the runs' surprisal was scored by different models"} if "scorer" in mismatches else {}
     describe: dict[str, dict[str, Any]] = {}
     gains: dict[str, dict[str, Any]] = {}
     for metric in metrics:
-        describe[metric] = _describe(runs, metric, common, catalog.aspects)
+        describe[metric] = _describe(runs, metric, common, catalog.aspects, catalog.spec(metric).per_prompt)
         gains[metric] = _metric_gains(runs, base, metric, common, ids, cost, catalog.aspects,
                                       metric in excluded, (n_boot, seed, alpha))
     power = _correct(gains, correction, alpha)
@@ -134,6 +140,7 @@ def compare(runs: Sequence[Run], metrics: Sequence[str] | None = None, n_boot: i
         "prompts": {"n_common": len(common), "dropped": dropped},
         "correction": {"label": CORRECTIONS[correction].label, "promise": CORRECTIONS[correction].promise},
         "describe": describe, "gains": gains, "power": power, "cost": cost,
+        "cut_off": {run.name: cut_off_share(run.stories or [], common, "prompt_sha256") for run in runs},
     }
     comparison["verdict"] = verdict(comparison)
     return comparison
@@ -163,12 +170,21 @@ def _common_prompts(runs: Sequence[Run]) -> tuple[set[str], dict[str, str], dict
     return common, ids, dropped
 
 
-def _describe(runs: Sequence[Run], metric: str, common: set[str], aspects: Sequence[str]) -> dict[str, Any]:
-    """Each run's mean, std, se (clustered by prompt) and n of `metric` over its stories of the
-    common prompts."""
-    rows = {run.name: [r for r in run.scores if r["prompt_sha256"] in common] for run in runs}
-    return {name: asdict(summarize([story_value(r, metric, aspects) for r in mine],
-                                   [r["prompt_sha256"] for r in mine])) for name, mine in rows.items()}
+def _describe(runs: Sequence[Run], metric: str, common: set[str], aspects: Sequence[str],
+              per_prompt: bool = False) -> dict[str, Any]:
+    """Each run's mean, std, se (clustered by prompt), n and `n_missing` (stories, or prompts, without
+    a value) of `metric` over its stories of the common prompts. A per-prompt metric (homogenization)
+    carries the same value on each of a prompt's stories, so it counts each prompt once, as the
+    evaluation's summary does: n is then the number of prompts, not stories."""
+    out = {}
+    for run in runs:
+        mine = [r for r in run.scores if r["prompt_sha256"] in common]
+        if per_prompt:
+            mine = list({r["prompt_sha256"]: r for r in mine}.values())
+        values = [story_value(r, metric, aspects) for r in mine]
+        out[run.name] = {**asdict(summarize(values, [r["prompt_sha256"] for r in mine])),
+                         "n_missing": sum(v is None for v in values)}
+    return out
 
 
 def _metric_gains(runs: Sequence[Run], base: Run, metric: str, common: set[str], ids: dict[str, str],

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from eval.metrics.catalog import JUDGE_AVERAGE
+from eval.rubric import judge_average
 from generate.common.manifest import sha256_text
 
 log = logging.getLogger("eval.compare")
@@ -29,10 +30,10 @@ def number(value: Any) -> bool:
 
 
 def story_value(record: dict[str, Any], metric: str, aspects: Sequence[str] = ()) -> float | None:
-    """One story's value of `metric`; the judge average is the mean of the `aspects` it has."""
+    """One story's value of `metric`; the judge average is `eval.rubric.judge_average` over
+    `aspects` (missing unless the story has every one)."""
     if metric == JUDGE_AVERAGE:
-        values = [v for v in (story_value(record, m) for m in aspects) if v is not None]
-        return sum(values) / len(values) if values else None
+        return judge_average(record, aspects)
     value = record.get(metric)
     return float(value) if number(value) else None
 
@@ -81,3 +82,14 @@ def inference_cost(stories: Iterable[dict[str, Any]], prompts: set[str], key: st
     means = np.mean(list(per_prompt.values()), axis=0)
     return {"n_prompts": len(per_prompt), **{f: float(m) for f, m in zip(COST_FIELDS, means)}}
 
+
+
+def cut_off_share(stories: Iterable[dict[str, Any]], prompts: set[str] | None = None,
+                  key: str = "prompt_id") -> float | None:
+    """The share of final stories whose text hit the token cap (`truncated` true in stories.jsonl),
+    over the given prompts (all: None) and the stories that record it; None when none does (runs
+    written before the field existed). A cut-off story is judged as what it is, an unfinished one,
+    so a framework's scores are read beside how often its stories were cut off."""
+    flags = [bool(s["truncated"]) for s in stories if "truncated" in s
+             and (prompts is None or (s[key] if key in s else sha256_text(s["prompt"])) in prompts)]
+    return sum(flags) / len(flags) if flags else None

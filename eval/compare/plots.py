@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from typing import Any
@@ -11,6 +12,8 @@ import numpy as np
 from eval.compare.verdict import headline, label, lower_is_better
 from eval.metrics.catalog import JUDGE, JUDGE_AVERAGE
 from eval.plotting import pyplot
+
+MARKERS = "os^Dv"  # one per novelty metric, cycled: a sixth metric reuses the first, never vanishes
 
 
 def _base_sd(comparison: dict[str, Any], metric: str) -> float | None:
@@ -92,7 +95,7 @@ def plot_cost_vs_gain(comparison: dict[str, Any], path: str | Path) -> None:
         left.annotate(name, (x, g), textcoords="offset points", xytext=(6, 6))
     left.set(title=label(comparison, first), xlabel=f"total tokens per prompt (x {base})", ylabel=f"gain over {base}")
     rule = [m for m in headline(comparison) if m != JUDGE_AVERAGE]
-    for metric, marker in zip(rule, "os^Dv"):
+    for metric, marker in zip(rule, itertools.cycle(MARKERS)):
         points = [(comparison["cost"][n]["x_base"]["total_tokens"],
                    _scaled(comparison["gains"][metric][n], _base_sd(comparison, metric))[0]) for n in priced]
         if points:

@@ -22,6 +22,20 @@ def _cell(x: float | None, fmt: str = ".3g") -> str:
     return "—" if x is None else format(x, fmt)
 
 
+def _score_cell(s: dict[str, Any]) -> str:
+    """'mean ± std (se, n, missing)' of a run's scores; missing only when some lack a value."""
+    missing = f"missing {s['n_missing']}" if s.get("n_missing") else ""
+    if not s["n"]:
+        return f"— ({missing})" if missing else "—"
+    tail = f", {missing}" if missing else ""
+    return f"{_cell(s['mean'])} ± {_cell(s['std'])} (se {_cell(s['se'])}, n {s['n']}{tail})"
+
+
+def _share(x: float | None) -> str:
+    """A share as a percentage; n/a where the runs did not record it."""
+    return "n/a" if x is None else f"{100 * x:.0f}%"
+
+
 def _dropped_phrase(dropped: dict[str, list[str]]) -> str:
     return "; ".join(f"`{n}` {len(ids)}" + (f" ({', '.join(ids)})" if ids else "") for n, ids in dropped.items())
 
@@ -42,12 +56,12 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         "A prompt without a value for a metric in either run is left out of that metric only (column 'missing').",
         *_mismatch_lines(comparison),
         "", "## Verdict", "", *(f"- {line}" for line in comparison["verdict"]), "",
-        "## Scores (mean ± std over stories, se = standard error of the mean clustered by prompt, n)", "",
+        "## Scores (mean ± std over stories, se = standard error of the mean clustered by prompt, n; "
+        "homogenization: over prompts; missing: without a value, e.g. a judge average lacking an aspect)", "",
         "| metric | " + " | ".join(f"`{n}`" for n in names) + " |", "|---" * (len(names) + 1) + "|",
     ]
     for metric, by_run in comparison["describe"].items():
-        cells = [f"{_cell(s['mean'])} ± {_cell(s['std'])} (se {_cell(s['se'])}, n {s['n']})" if s["n"] else "—"
-                 for s in by_run.values()]
+        cells = [_score_cell(s) for s in by_run.values()]
         lines.append(f"| {label(comparison, metric)} | " + " | ".join(cells) + " |")
     lines += [
         "", f"## Gain over `{base}` (paired by prompt)", "",
@@ -64,20 +78,7 @@ def render_markdown(comparison: dict[str, Any]) -> str:
                 f"| {_cell(g['p_adjusted'], '.2g')} | {g['n_pairs']} | {len(g['missing'])} "
                 f"| {'yes' if g['significant'] else 'no'} | {_cell(g['gain_per_extra_base_tokens'])} |"
             )
-    lines += [
-        "", "## Inference cost per prompt", "",
-        "Means over the compared prompts; `prompt_usage` and `seconds` cover all of a prompt's agents and are "
-        "counted once per prompt.", "",
-        "| run | prompts | calls | prompt tokens | completion tokens | total tokens | seconds "
-        "| calls × base | tokens × base | seconds × base |", "|---" * 10 + "|",
-    ]
-    for name, c in comparison["cost"].items():
-        if c is None:
-            lines.append(f"| `{name}` | unknown (no usable stories.jsonl) |" + " |" * 8)
-            continue
-        ratios = " | ".join(_cell(c["x_base"][f], ".2f") for f in ("calls", "total_tokens", "seconds"))
-        lines.append(f"| `{name}` | {c['n_prompts']} | {c['calls']:.3g} | {c['prompt_tokens']:,.0f} "
-                     f"| {c['completion_tokens']:,.0f} | {c['total_tokens']:,.0f} | {c['seconds']:.3g} | {ratios} |")
+    lines += _cost_lines(comparison)
     lines += [
         "", f"Gain per extra base tokens = gain / (total tokens per prompt of the run / those of `{base}` − 1): "
         f"the gain bought by each additional `{base}`-run's worth of tokens (with a single-agent baseline, per "
@@ -85,6 +86,28 @@ def render_markdown(comparison: dict[str, Any]) -> str:
         "## Plots", "", "![Gain over base](gains.png)", "", "![Cost vs gain](cost_vs_gain.png)", "",
     ]
     return "\n".join(lines)
+
+
+def _cost_lines(comparison: dict[str, Any]) -> list[str]:
+    """The cost table: per run, mean cost per compared prompt, multiples of the baseline's, cut-off share."""
+    lines = [
+        "", "## Inference cost per prompt", "",
+        "Means over the compared prompts; `prompt_usage` and `seconds` cover all of a prompt's agents and are "
+        "counted once per prompt. Cut off: the share of final stories that hit the token cap (n/a: not "
+        "recorded by the run).", "",
+        "| run | prompts | calls | prompt tokens | completion tokens | total tokens | seconds "
+        "| calls × base | tokens × base | seconds × base | cut off |", "|---" * 11 + "|",
+    ]
+    for name, c in comparison["cost"].items():
+        cut = _share((comparison.get("cut_off") or {}).get(name))
+        if c is None:
+            lines.append(f"| `{name}` | unknown (no usable stories.jsonl) |" + " |" * 8 + f" {cut} |")
+            continue
+        ratios = " | ".join(_cell(c["x_base"][f], ".2f") for f in ("calls", "total_tokens", "seconds"))
+        lines.append(f"| `{name}` | {c['n_prompts']} | {c['calls']:.3g} | {c['prompt_tokens']:,.0f} "
+                     f"| {c['completion_tokens']:,.0f} | {c['total_tokens']:,.0f} | {c['seconds']:.3g} | {ratios} "
+                     f"| {cut} |")
+    return lines
 
 
 def _adjusted_phrase(comparison: dict[str, Any]) -> str:

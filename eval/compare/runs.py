@@ -4,8 +4,10 @@ A run is a run directory holding `stories.jsonl` (generation, with token usage) 
 `eval/scores.jsonl` (one line per story, metric values or null), or that scores file given
 directly. Provenance (what the numbers were made with) comes from the generation manifest
 (`dataset`), the evaluation manifest (`judge`, `reference`, `signals` by content; "none" where the
-evaluation recorded having none) and the score records (the surprisal scorer, with its numerics
-where the evaluation recorded them); `eval.compare.checks` refuses runs whose provenance differs.
+evaluation recorded having none; `metrics`, the version of the rule-based metrics' definition, 1
+for an evaluation made before it was recorded) and the score records (the surprisal scorer, with
+its numerics where the evaluation recorded them); `eval.compare.checks` refuses runs whose
+provenance differs.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from eval.compare.pairs import number
 from eval.metrics.catalog import Catalog
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
-from generate.common.manifest import sha256_text
+from generate.common.manifest import sha256_bytes, sha256_text
 
 log = logging.getLogger("eval.compare")
 SIGNAL_KEYS = ("principle_p", "principle_good", "rm_score", "rm_good", "curation_good")
@@ -28,8 +30,9 @@ SIGNAL_KEYS = ("principle_p", "principle_good", "rm_score", "rm_good", "curation
 
 @dataclass(frozen=True)
 class Run:
-    """One evaluated run: its score records, its story records when found beside them, and what
-    its numbers were made with (`provenance`: the `MISMATCH_FIELDS`, None where unrecorded)."""
+    """One evaluated run: its score records, its story records when found beside them, what its
+    numbers were made with (`provenance`: the `MISMATCH_FIELDS`, None where unrecorded), and the
+    files read (`inputs`: path -> sha256), so a comparison names the exact data it was made from."""
 
     name: str
     path: Path
@@ -37,6 +40,7 @@ class Run:
     stories: list[dict[str, Any]] | None
     provenance: dict[str, Any] = field(default_factory=dict)
     catalog: Catalog | None = None
+    inputs: dict[str, str] = field(default_factory=dict)
 
 
 def parse_run_spec(spec: str) -> tuple[str, Path]:
@@ -96,12 +100,16 @@ def load_run(name: str, path: str | Path) -> Run:
     provenance = {"dataset": generation.get("dataset_sha256"),
                   "judge": _recorded(evaluation, "judge"), "reference": _recorded(evaluation, "reference"),
                   "scorer": scorers or "none",
-                  "signals": _signals(evaluation.get("signals", "unknown")) if evaluation and signalled else "none"}
+                  "signals": _signals(evaluation.get("signals", "unknown")) if evaluation and signalled else "none",
+                  # Without a corpus `reference` is "none" on both sides, yet homogenization and
+                  # draft similarity still changed definition between versions (`METRICS_VERSION`).
+                  "metrics": evaluation.get("metrics_version", 1) if evaluation else None}
     if evaluation and scorers and evaluation.get("scorer_numerics"):
         provenance["scorer"] = {"scorers": scorers, "numerics": evaluation["scorer_numerics"]}
     catalog = Catalog.from_json(evaluation["catalog"]) if evaluation and evaluation.get("catalog") else None
     log.debug("run %r: %d scored stories from %s", name, len(scores), scores_path)
-    return Run(name, path, scores, stories, provenance, catalog)
+    inputs = {str(p): sha256_bytes(p.read_bytes()) for p in (scores_path, stories_path) if p.is_file()}
+    return Run(name, path, scores, stories, provenance, catalog, inputs)
 
 
 def _recorded(evaluation: dict | None, key: str) -> Any:

@@ -109,7 +109,8 @@ def verdict(comparison: dict[str, Any]) -> list[str]:
         worse = [f"`{n}`" for n in ranked if status[n] == "significantly worse"]
         top = gains[ranked[0]]["gain"]
         # "largest gain" names a run only when it moved the metric the good way: a least-bad loss is no gain.
-        lead = [] if top is None else [f"largest gain: `{ranked[0]}`" if sign * top > 0 else f"no run gains over `{base}`"]
+        lead = [] if top is None else [f"largest gain: `{ranked[0]}`" if sign * top > 0
+                                       else f"no run gains over `{base}`"]
         lead.append(f"significantly better than `{base}`: {', '.join(better)}" if better
                     else f"no run is significantly better than `{base}`")
         if worse:

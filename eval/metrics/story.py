@@ -26,14 +26,20 @@ from eval.embed import Embedder
 from eval.metrics.homogenization import draft_to_final_similarity, mean_pairwise_similarity
 from eval.metrics.kl import UnigramReference, unigram_kl
 from eval.metrics.novelty_cos import CosineNovelty
-from eval.metrics.volume_gain import VolumeGain
+from eval.metrics.volume_gain import DEFAULT_EPS, VolumeGain, too_few_chunks
 from eval.reference import ReferenceCorpus, ReferenceUnavailable
-from eval.text import chunk_words, sanitize, word_tokens
+from eval.text import sanitize, word_tokens
 
 log = logging.getLogger(__name__)
 
 REFERENCE_METRICS = ("kl", "novelty_cos", "volume_gain")
 DEFAULT_CHUNK_SIZE = 250
+# The definition of the rule-based metrics, in every fingerprint: numbers made under another
+# version are not the same measurement, so a resumed evaluation and `compare` refuse to mix them.
+# Bump on any change to what a metric computes from a story. 1: every evaluation before the field
+# existed. 2: chunks cut by the encoder's tokenizer, not truncated by it (novelty_cos, volume_gain,
+# homogenization, draft_to_final_similarity); volume_gain missing for a reference of <= d chunks.
+METRICS_VERSION = 2
 
 # Reasons a value is missing, shared by every caller so that summaries can count them.
 EMPTY = "empty story"
@@ -76,35 +82,32 @@ class Chunks:
 
 def encode_chunks(encoder: Embedder | None, texts: Sequence[str], chunk_size: int = DEFAULT_CHUNK_SIZE,
                   unavailable: str | None = None) -> list[Chunks]:
-    """Embed every story's ~chunk_size-word chunks with one encoder call.
+    """Embed every story's chunks (at most chunk_size words, each read whole by the encoder:
+    `Embedder.chunk`, the reference corpus's chunker too) with one encoder call.
 
     An encoder that cannot be loaded makes every story's embeddings missing with that reason; an
     encoder that fails on the batch (e.g. out of memory on one huge story) is retried story by
     story, so only the stories it fails on are missing.
     """
     texts = [sanitize(t)[0] for t in texts]
-    pieces = [chunk_words(t, chunk_size) if t.strip() else [] for t in texts]
-    out = [Chunks(None, EMPTY if not p else None) for p in pieces]
-    todo = [i for i, p in enumerate(pieces) if p]
+    todo = [i for i, t in enumerate(texts) if t.strip()]
+    out = [Chunks(None, None if t.strip() else EMPTY) for t in texts]
     if not todo:
         return out
     if encoder is None:
-        for i in todo:
-            out[i] = Chunks(None, unavailable or "no encoder")
-        return out
+        return _without(out, todo, unavailable or "no encoder")
     try:
+        pieces = dict(zip(todo, encoder.chunk([texts[i] for i in todo], chunk_size)))
         vectors = encoder.encode([c for i in todo for c in pieces[i]])
     except (ImportError, OSError) as exc:  # the encoder cannot be loaded at all
         reason = f"encoder {encoder.name} unavailable ({type(exc).__name__}: {_line(exc)})"
         log.warning("embedding metrics unavailable: %s", reason)
-        for i in todo:
-            out[i] = Chunks(None, reason)
-        return out
+        return _without(out, todo, reason)
     except Exception as exc:  # noqa: BLE001 - one bad story must not stop a run: retry one by one
         log.warning("encoder failed on a batch of %d stories (%s); retrying them one by one", len(todo), exc)
         for i in todo:
             try:
-                out[i] = Chunks(encoder.encode(pieces[i]))
+                out[i] = Chunks(encoder.encode(encoder.chunk([texts[i]], chunk_size)[0]))
             except Exception as one:  # noqa: BLE001
                 out[i] = Chunks(None, f"encoder failed ({type(one).__name__}: {_line(one)})")
         return out
@@ -112,6 +115,12 @@ def encode_chunks(encoder: Embedder | None, texts: Sequence[str], chunk_size: in
     for i in todo:
         out[i] = Chunks(vectors[at:at + len(pieces[i])])
         at += len(pieces[i])
+    return out
+
+
+def _without(out: list[Chunks], todo: list[int], reason: str) -> list[Chunks]:
+    for i in todo:
+        out[i] = Chunks(None, reason)
     return out
 
 
@@ -135,9 +144,12 @@ class StoryMetrics:
         self._unigram = UnigramReference(reference.counts) if reference is not None else None
         embeddings = reference.embeddings if reference is not None else None
         self._cosine = CosineNovelty(embeddings) if embeddings is not None else None
-        self._volume = VolumeGain(embeddings) if embeddings is not None else None
         self._no_embeddings = (reference.embedding_error if reference is not None and embeddings is None
                                else self._no_reference)
+        self._no_volume = too_few_chunks(*embeddings.shape) if embeddings is not None else None
+        if self._no_volume:
+            log.warning("volume_gain unavailable: %s", self._no_volume)
+        self._volume = VolumeGain(embeddings) if embeddings is not None and not self._no_volume else None
 
     @classmethod
     def load(cls, directory: str | Path | None, encoder: Embedder, *, kl_alpha: float = 1.0,
@@ -155,13 +167,15 @@ class StoryMetrics:
         return cls(corpus, encoder, kl_alpha=kl_alpha)
 
     def fingerprint(self) -> dict | None:
-        """What identifies these metrics' reference side (None without a corpus)."""
+        """What identifies these metrics' reference side (None without a corpus), with the version
+        of the metrics' definition and their constants."""
         if self.reference is None:
             return None
-        return {**self.reference.fingerprint(), "kl_alpha": self.kl_alpha}
+        return {**self.reference.fingerprint(), "kl_alpha": self.kl_alpha, "volume_eps": DEFAULT_EPS,
+                "metrics_version": METRICS_VERSION}
 
     def encode(self, texts: Sequence[str]) -> list[Chunks]:
-        """Chunk embeddings of each text, in the corpus's chunk size, one encoder call."""
+        """Chunk embeddings of each text, cut as the corpus's chunks (size and encoder), one encoder call."""
         return encode_chunks(self.encoder, texts, self.chunk_size)
 
     def measure(self, texts: Sequence[str], chunks: Sequence[Chunks] | None = None,
@@ -182,16 +196,16 @@ class StoryMetrics:
             return out
         if chunks is None and self._cosine is not None:
             chunks = self.encode(texts)
-        if self._cosine is None or self._volume is None:
+        if self._cosine is None:
             for text, m in zip(texts, out):
                 m.set("novelty_cos", None, self._no_embeddings if text.strip() else EMPTY)
                 m.set("volume_gain", None, m.missing["novelty_cos"])
             return out
         have = [i for i, c in enumerate(chunks) if c.vectors is not None and len(c.vectors)]
-        gains = self._volume.batch([chunks[i].vectors for i in have]) if have else []
+        gains = self._volume.batch([chunks[i].vectors for i in have]) if have and self._volume else [None] * len(have)
         for i, gain in zip(have, gains):
             out[i].set("novelty_cos", self._cosine(chunks[i].vectors))
-            out[i].set("volume_gain", float(gain))
+            out[i].set("volume_gain", None if gain is None else float(gain), self._no_volume)
         for i, c in enumerate(chunks):
             if c.vectors is None or not len(c.vectors):
                 out[i].set("novelty_cos", None, c.reason or EMPTY)

@@ -17,6 +17,7 @@ One function serves the evaluation and the GRPO reward, batched through `HFBacke
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Collection
 from typing import Protocol
 
 from eval.metrics.story import EMPTY, Measured
@@ -44,6 +45,28 @@ def as_scorer(model: object) -> Scorer:
     if not callable(getattr(backend, "score", None)):
         raise UsageError(f"surprisal needs a local hf model to score text; {type(backend).__name__} cannot")
     return backend
+
+
+def scorer_numerics(load: Callable[[str], object], scorer: str | None, writers: Collection[str]) -> dict | None:
+    """The numerics (bf16 or float32) surprisal is computed in, which evaluations record and refuse
+    to mix: the values of one model in both differ. `scorer`'s (--scorer), else {writer spec:
+    numerics} of the writers that have any; a writer that cannot be loaded has none (its
+    surprisal is missing, with the reason).
+
+    Args:
+        load: the `Model` of a spec (the evaluation's, which keeps each one loaded).
+        scorer: the one scorer of every story, or None: each story's writer scores it.
+        writers: the stories' writer specs.
+    """
+    if scorer:
+        return load(scorer).backend.numerics() or None
+    numerics = {}
+    for spec in sorted(writers):
+        try:
+            numerics[spec] = load(spec).backend.numerics()
+        except UsageError:
+            continue
+    return {spec: n for spec, n in numerics.items() if n} or None
 
 
 def surprisal(scorer: object, prompts: list[str], stories: list[str], *, prompt_set: PromptSet | None = None,

@@ -25,6 +25,23 @@ from collections.abc import Sequence
 
 import numpy as np
 
+DEFAULT_EPS = 1e-6
+
+
+def too_few_chunks(n: int, dim: int) -> str | None:
+    """Why the gain means nothing against a reference of `n` chunks in `dim` dimensions, or None.
+
+    With n <= dim the reference covariance has rank < dim: in the directions it lacks only eps
+    is left, and a story chunk off the reference's span gains log(its variance there / eps), several
+    nats a direction. MiniLM (d = 384), 100 Review stories of runs/benchmark_full: a mean gain of
+    13.5 nats against 100 reference chunks, 4.6 against 385, 0.42 against 2000. Above d the gain
+    still falls with n, so gains compare only against the same sample (the fingerprint's).
+    """
+    if n > dim:
+        return None
+    return (f"the reference sample has {n} chunks, not more than the {dim} embedding dimensions: its covariance is "
+            f"singular and the gain measures eps (embed more reference chunks)")
+
 
 def _as_story(story_embeddings: np.ndarray, dim: int) -> np.ndarray:
     story = np.asarray(story_embeddings, dtype=np.float64)
@@ -39,11 +56,12 @@ class VolumeGain:
     """Exact volume gain of stories against a reference factored once.
 
     Args:
-        ref_embeddings: (N, d) reference chunk embeddings, N >= 2. Converted to float64.
+        ref_embeddings: (N, d) reference chunk embeddings, N >= 2. Converted to float64. The
+            gain is exact for any N, but means something only for N > d (`too_few_chunks`).
         eps: Ridge added to both covariances, > 0.
     """
 
-    def __init__(self, ref_embeddings: np.ndarray, eps: float = 1e-6) -> None:
+    def __init__(self, ref_embeddings: np.ndarray, eps: float = DEFAULT_EPS) -> None:
         if eps <= 0:
             raise ValueError(f"eps must be positive, got {eps}")
         ref = np.asarray(ref_embeddings, dtype=np.float64)
@@ -102,7 +120,7 @@ class VolumeGain:
         return base + logdets
 
 
-def naive_volume_gain(ref_embeddings: np.ndarray, story_embeddings: np.ndarray, eps: float = 1e-6) -> float:
+def naive_volume_gain(ref_embeddings: np.ndarray, story_embeddings: np.ndarray, eps: float = DEFAULT_EPS) -> float:
     """The volume gain straight from its definition; the reference for tests and benchmarks.
 
     Args:

@@ -12,15 +12,18 @@ SKIPPED = {"step.json", "manifest.json"}  # records of when and how a step ran, 
 
 def content_hash(*paths: str | Path) -> str:
     """sha256 over the contents of files and (recursively, in name order) directories, with their
-    relative names; step records, manifests and `checkpoint-*` folders are left out. A missing
-    path hashes as missing."""
+    relative names; inside a directory, step records, manifests and `checkpoint-*` folders below it
+    are left out (only the part of a path below the hashed directory counts: a repository, output
+    or model folder that is itself named checkpoint-... must not empty the hash), and a file given
+    by itself is always hashed. A missing path hashes as missing."""
     h = hashlib.sha256()
     for path in map(Path, paths):
-        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
-        for file in files:
-            if file.name in SKIPPED or any(part.startswith("checkpoint-") for part in file.parts):
+        folder = path.is_dir()
+        for file in sorted(p for p in path.rglob("*") if p.is_file()) if folder else [path]:
+            below = file.relative_to(path).parts if folder else ()
+            if folder and (file.name in SKIPPED or any(part.startswith("checkpoint-") for part in below)):
                 continue
-            h.update(str(file.relative_to(path) if path.is_dir() else file.name).encode() + b"\0")
+            h.update(str(file.relative_to(path) if folder else file.name).encode() + b"\0")
             if not file.is_file():
                 h.update(b"missing\0")
                 continue

@@ -4,7 +4,8 @@ The model is what `train/reward_model.py` saves (`<output_dir>/merged`: a sequen
 checkpoint with one output, the LoRA merged in). A (prompt, completion) pair is scored exactly as
 trl's `RewardTrainer` scored the pairs it trained on: the chat template applied to the writer's
 request plus the completion as the assistant turn (plain text: prompt + completion + EOS),
-right-padded, the score read at the last non-pad token, in batches of `batch_size`. The raw score
+right-padded, the score read at the last non-pad token, in batches of `batch_size`; every completion
+is sanitised first (control characters, lone surrogates), whoever calls. The raw score
 is a logit: its scale is arbitrary. A sequence longer than `max_length` tokens (default: the
 model's context) gets None, a failed value, never a truncated score.
 
@@ -20,6 +21,7 @@ from typing import Any
 
 import torch
 
+from eval.text import sanitize
 from generate.common.errors import UsageError
 
 MERGED_DIR = "merged"
@@ -66,8 +68,13 @@ class RewardModelScorer:
     @torch.inference_mode()
     def score(self, prompts: list[Any], completions: list[str], batch_size: int = 16,
               max_length: int | None = None) -> list[float | None]:
-        """One scalar per (prompt, completion); None for a sequence longer than `max_length`."""
+        """One scalar per (prompt, completion); None for a sequence longer than `max_length`.
+
+        Each completion is sanitised here (`eval.text.sanitize`, idempotent), not by the callers:
+        the evaluation sanitised its stories and the GRPO reward did not, so one reply could get two
+        scores; with one path in, the reward and the evaluation's `rm_score` are the same number."""
         limit = max_length or self.context_length
+        completions = [sanitize(c)[0] for c in completions]
         ids = [self.encode(p, c) for p, c in zip(prompts, completions, strict=True)]
         out: list[float | None] = [None] * len(ids)
         order = sorted((i for i in range(len(ids)) if limit is None or len(ids[i]) <= limit), key=lambda i: len(ids[i]))

@@ -21,6 +21,12 @@ never answered (a server that is down, a wrong URL): failing each item would bur
 cause, while a server that did answer is flaky, and its failed items are retried by the next
 run. Bad requests the user must fix (400/401/404) raise at once. Every retry is counted by
 cause in `stats`, which the generation and evaluation manifests record.
+
+A sampled completion that comes back blank is asked again with new seeds
+(`RetryPolicy.empty_retries`), and the tokens of the blank attempts are added to the completion
+returned, so what they cost is counted. A caller that re-asks blank replies itself (the generation
+runner, which also re-asks replies blank once cleaned) passes `reask_blank=False`: one layer
+re-asks, so a call that stays blank is sent 1 + its re-asks times, not their product.
 """
 
 from __future__ import annotations
@@ -32,7 +38,7 @@ import random
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from tqdm.auto import tqdm
 
@@ -69,7 +75,7 @@ class RetryPolicy:
     budget: float = DEFAULT_RETRY_BUDGET  # a server's Retry-After is honoured within what is left of it
     backoff: float = 1.0  # seconds before the first retry; doubles each time (with jitter)
     max_backoff: float = 30.0
-    empty_retries: int = 2  # a blank completion is re-asked with another seed before it is kept
+    empty_retries: int = 2  # a blank completion is re-asked with another seed before it is kept (`reask_blank`)
 
 
 @dataclass
@@ -121,14 +127,15 @@ class Model:
         return self.backend.model
 
     def generate(self, requests: list[ChatRequest], desc: str | None = None,
-                 on_done: OnDone | None = None) -> list[Completion]:
+                 on_done: OnDone | None = None, *, reask_blank: bool = True) -> list[Completion]:
         """Synchronous entry point: run every request, results in request order."""
-        return asyncio.run(self.agenerate(requests, desc, on_done))
+        return asyncio.run(self.agenerate(requests, desc, on_done, reask_blank=reask_blank))
 
     async def agenerate(self, requests: list[ChatRequest], desc: str | None = None,
-                        on_done: OnDone | None = None) -> list[Completion]:
+                        on_done: OnDone | None = None, *, reask_blank: bool = True) -> list[Completion]:
         """Run every request; `on_done(indices, completions)` fires as each engine call returns,
-        so callers can journal results and a crash loses only the calls in flight."""
+        so callers can journal results and a crash loses only the calls in flight. `reask_blank`:
+        re-ask a blank sampled completion here (False: the caller re-asks blanks itself)."""
         results: list[Completion | None] = [None] * len(requests)
         chunks = self._chunks(requests)
         sem = asyncio.Semaphore(self.concurrency)
@@ -136,7 +143,7 @@ class Model:
 
         async def run(idx: list[int]) -> None:
             async with sem:
-                outs = await self._call_with_retries([requests[i] for i in idx])
+                outs = await self._call_with_retries([requests[i] for i in idx], reask_blank)
             for i, out in zip(idx, outs):
                 results[i] = out
             if on_done is not None:
@@ -181,9 +188,9 @@ class Model:
             chunks.extend(idx[j:j + size] for j in range(0, len(idx), size))
         return chunks
 
-    async def _call_with_retries(self, batch: list[ChatRequest]) -> list[Completion]:
+    async def _call_with_retries(self, batch: list[ChatRequest], reask_blank: bool = True) -> list[Completion]:
         outs = await self._call(batch)
-        for attempt in range(self.policy.empty_retries):
+        for attempt in range(self.policy.empty_retries if reask_blank else 0):
             # Greedy decoding would only repeat itself, so only sampled requests are re-asked.
             blank = [i for i, o in enumerate(outs) if not o.text.strip() and o.error is None
                      and batch[i].params.max_new_tokens > 0 and batch[i].params.temperature > 0]
@@ -192,7 +199,7 @@ class Model:
             log.warning("%d blank completion(s); asking again with new seeds", len(blank))
             retry = [_reseeded(batch[i], attempt + 1) for i in blank]
             for i, out in zip(blank, await self._call(retry)):
-                outs[i] = out
+                outs[i] = _after(outs[i], out)
         return outs
 
     async def _call(self, batch: list[ChatRequest]) -> list[Completion]:
@@ -274,6 +281,13 @@ class Model:
 
 def _failed(reason: str, finish_reason: str = "error") -> Completion:
     return Completion(text="", finish_reason=finish_reason, error=reason)
+
+
+def _after(blank: Completion, out: Completion) -> Completion:
+    """`out`, the answer to a re-ask of a blank completion, carrying the blank attempt's tokens
+    too: they were spent, and a caller counting a call's cost must see them."""
+    return replace(out, prompt_tokens=(out.prompt_tokens or 0) + (blank.prompt_tokens or 0),
+                   completion_tokens=(out.completion_tokens or 0) + (blank.completion_tokens or 0))
 
 
 def _reseeded(req: ChatRequest, bump: int) -> ChatRequest:

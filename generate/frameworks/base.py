@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from generate.common.errors import UsageError
 from generate.datasets import Task
+from generate.phases import drive
 from generate.prompts import PromptSet
 
 
@@ -75,19 +76,47 @@ class Settings:
 Protocol = Generator[Step, list[str], list[Agent]]
 FrameworkFn = Callable[[Task, PromptSet, Settings], Protocol]
 FRAMEWORKS: dict[str, FrameworkFn] = {}
+MIN_AGENTS: dict[str, int] = {}  # framework -> the fewest agents its protocol makes sense with
 
 
-def register(name: str) -> Callable[[FrameworkFn], FrameworkFn]:
+def register(name: str, *, min_agents: int = 2) -> Callable[[FrameworkFn], FrameworkFn]:
+    """Register a framework. A multi-agent one needs 2 agents at least: with one, a writer has no
+    peer, so a reviser would get an empty feedback block and a debater an empty list of stories."""
     def deco(fn: FrameworkFn) -> FrameworkFn:
         FRAMEWORKS[name] = fn
+        MIN_AGENTS[name] = min_agents
         return fn
     return deco
+
+
+def check_agents(name: str, agents: int) -> None:
+    """Refuse too few agents for framework `name` (an unknown name is refused elsewhere). Every
+    run config calls it when built, so the command line, a sweep's grid point and a benchmark
+    are refused the same way, before their run writes anything."""
+    need = MIN_AGENTS.get(name, 1)
+    if agents < need:
+        raise UsageError(f"--agents {agents}: {name} needs at least {need} agents (with fewer, a writer would "
+                         "receive no peer's story and no feedback)")
 
 
 def get_framework(name: str) -> FrameworkFn:
     if name not in FRAMEWORKS:
         raise UsageError(f"unknown framework {name!r}; choose one of: {', '.join(sorted(FRAMEWORKS))}")
     return FRAMEWORKS[name]
+
+
+def planned_calls(framework: FrameworkFn, task: Task, prompts: PromptSet, settings: Settings) -> int:
+    """The calls `framework` makes for `task` when every reply is usable (re-asks aside): driven
+    with a placeholder reply, since a framework's calls do not depend on what the replies say."""
+    count = 0
+
+    def placeholder(steps: dict[str, Step]) -> dict[str, list[str]]:
+        nonlocal count
+        count += sum(len(step.calls) for step in steps.values())
+        return {k: ["A story about a comet."] * len(step.calls) for k, step in steps.items()}
+
+    drive({task.id: framework(task, prompts, settings)}, placeholder)
+    return count
 
 
 def user(text: str) -> list[dict[str, str]]:
@@ -110,10 +139,14 @@ def story_block(story: str) -> str:
     return f"<<<STORY\n{story}\nSTORY>>>"
 
 
+def numbered(agents: list[Agent], exclude: Agent | None = None) -> list[tuple[int, Agent]]:
+    """The number each agent's story carries in a `peers_block` (1, 2, ...; `exclude` left out):
+    the one numbering, so a writer told "yours is Story n" is told the number its reader saw."""
+    return list(enumerate((a for a in agents if a is not exclude), 1))
+
+
 def peers_block(agents: list[Agent], exclude: Agent | None, label: str = "Story") -> str:
-    parts = [f"{label} {i}:\n{story_block(a.story)}" for i, a in enumerate(
-        (a for a in agents if a is not exclude), 1)]
-    return "\n\n".join(parts)
+    return "\n\n".join(f"{label} {i}:\n{story_block(a.story)}" for i, a in numbered(agents, exclude))
 
 
 def chat_rounds(agents: list[Agent], rounds: int, next_message: Callable[[int, Agent], str],

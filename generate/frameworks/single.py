@@ -9,7 +9,7 @@ from generate.frameworks.base import Agent, Call, Protocol, Settings, Step, add_
 from generate.prompts import PromptSet
 
 
-@register("single")
+@register("single", min_agents=1)  # one writer whatever --agents says
 def single(task: Task, prompts: PromptSet, settings: Settings) -> Protocol:
     agent = Agent("single")
     call = Call(agent.name, "write", prompts.writer_messages(task.prompt))

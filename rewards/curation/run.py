@@ -201,7 +201,8 @@ class Curator:
         gave: set[str] = set()  # errors of calls whose retries ran out: transient
 
         def complete(requests, phases) -> list[Completion]:
-            outs = journal.complete(self.model, self.cfg.model, requests, desc=phases)
+            # The agents re-ask unusable (blank included) replies themselves: the model must not too.
+            outs = journal.complete(self.model, self.cfg.model, requests, desc=phases, reask_blank=False)
             gave.update(o.error for o in outs if gave_up(o))
             return outs
 

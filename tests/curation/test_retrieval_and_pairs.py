@@ -46,6 +46,39 @@ def test_the_index_is_built_once_and_then_read_from_the_cache(sources):
     assert embedder.calls == [2, 4, 3]  # new exemplar bytes: a new cache entry
 
 
+class TokenEmbedder(CountingEmbedder):
+    """An encoder that reads at most 120 tokens, 2 a word, and records every text it embedded: its
+    chunks are 60 words, not the 250 a cut by words alone would make."""
+
+    def __init__(self) -> None:
+        super().__init__("token-fake")
+        self.embedded: list[str] = []
+
+    @property
+    def token_limit(self) -> int:
+        return 120
+
+    def count_tokens(self, texts):
+        return [np.full(len(t.split()), 2) for t in texts]
+
+    def encode(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        self.embedded.extend(texts)
+        return super().encode(texts, batch_size, show_progress)
+
+
+def test_retrieved_corpus_passages_are_the_chunks_the_encoder_embedded(sources):
+    """A passage's text must be the one its vector embeds: the corpus is cut by the encoder's tokens,
+    so re-cutting it by words named other chunks (or failed with "no longer matches")."""
+    _, corpus = sources
+    embedder = TokenEmbedder()
+    index = RetrievalIndex.build(embedder, reference_dir=corpus)
+    assert len(embedder.embedded) > 4  # more, shorter chunks than the 4 of a cut by words
+    assert [e.text for e in index.examples] == embedder.embedded
+    cached = RetrievalIndex.build(TokenEmbedder(), reference_dir=corpus)  # ids from the cache, texts cut again
+    assert [e.text for e in cached.examples] == embedder.embedded
+    assert np.array_equal(cached.vectors, embedder.encode([e.text for e in cached.examples]))
+
+
 def test_nearest_returns_the_k_most_similar_examples_per_query(sources):
     exemplars, _ = sources
     embedder = CountingEmbedder()

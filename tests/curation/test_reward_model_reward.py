@@ -55,3 +55,17 @@ def test_a_missing_model_directory_is_a_usage_error(tmp_path, tiny_rm):
     assert resolve_rm_dir(tiny_rm / "merged") == tiny_rm / "merged"
     with pytest.raises(UsageError, match="train one with train/reward_model.py"):
         resolve_rm_dir(tmp_path)
+
+
+def test_the_scorer_sanitises_so_the_reward_and_the_evaluation_agree(tiny_rm):
+    """The evaluation hands the scorer sanitised text, the GRPO reward the raw completion: the scorer
+    sanitises itself, so a story with control characters gets one score whoever asks."""
+    from eval.text import sanitize
+
+    scorer = RewardModelScorer(tiny_rm, device="cpu")
+    hostile = "Ice\x00 sang\x07 over the\x1b dark comet."
+    clean = sanitize(hostile)[0]
+    assert clean != hostile
+    assert scorer.score([PROMPT], [hostile]) == pytest.approx(scorer.score([PROMPT], [clean]), abs=1e-6)
+    (func,) = build_rewards(["reward_model"], {"reward_model": {"model_dir": str(tiny_rm)}}, context=RewardContext())
+    assert func([PROMPT], [chat(hostile)]) == pytest.approx(scorer.score([PROMPT], [clean]), abs=1e-5)

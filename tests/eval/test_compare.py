@@ -252,9 +252,12 @@ def test_a_missing_value_drops_the_prompt_for_that_metric_only(runs):
     assert result["gains"]["surprisal"]["better"]["n_pairs"] == 40
 
 
-def test_judge_average_is_the_mean_of_the_aspects_a_story_has():
-    record = {"concepts": 4, "logic": 2, "characters": None, "world_building": 3.0, "ethics": None, "kl": 1.2}
+def test_judge_average_needs_every_aspect():
+    record = {"concepts": 4, "logic": 2, "characters": 1, "world_building": 3.0, "ethics": 5, "kl": 1.2}
     assert story_value(record, JUDGE_AVERAGE, JUDGE_METRICS) == pytest.approx(3.0)
+    for missing in (None, float("nan")):
+        assert story_value({**record, "ethics": missing}, JUDGE_AVERAGE, JUDGE_METRICS) is None
+    assert story_value({k: v for k, v in record.items() if k != "logic"}, JUDGE_AVERAGE, JUDGE_METRICS) is None
     assert story_value({"concepts": None}, JUDGE_AVERAGE, JUDGE_METRICS) is None
     assert story_value({"kl": float("nan")}, "kl") is None
 
@@ -469,6 +472,7 @@ def _rewrite_scores(run: Path, change) -> None:
     ("judge", {"judge": {**PROVENANCE["judge"], "model": "another-judge"}}),
     ("judge", {"judge": {**PROVENANCE["judge"], "rubric_sha256": "0" * 64}}),  # the rubric file changed
     ("judge", {"judge": {**PROVENANCE["judge"], "numerics": {"dtype": "float32"}}}),  # judged on another CPU
+    ("judge", {"judge": {**PROVENANCE["judge"], "weights_sha256": "f" * 64}}),  # retrained at the same path
     ("reference", {"reference": {**PROVENANCE["reference"], "content_sha256": "e" * 64}}),
 ])
 def test_runs_made_with_another_judge_or_reference_are_refused(runs, field, provenance):

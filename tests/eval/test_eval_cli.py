@@ -16,6 +16,7 @@ from generate.common.cli import run_cli
 from generate.backends import Completion
 from generate.backends.base import TransientBackendError
 from generate.common.errors import PartialFailure, UsageError
+from tests.embedders import CountingEmbedder
 
 ASPECTS = ["concepts", "logic", "characters", "world_building", "ethics"]
 METRICS = [*ASPECTS, *(m.key for m in RULE_METRICS)]
@@ -62,10 +63,10 @@ def rows(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "scores.jsonl").read_text().splitlines()]
 
 
-def test_evaluation_writes_scores_summary_table_plots_and_manifest(tmp_path, tiny_corpus, counting_embedder,
-                                                                  isolated_cache) -> None:
+def test_evaluation_writes_scores_summary_table_plots_and_manifest(tmp_path, tiny_corpus, isolated_cache) -> None:
     fakes = Fakes()
-    out = evaluate(write_stories(tmp_path), tmp_path / "eval", fakes, counting_embedder,
+    # 3 dimensions: the tiny corpus's 4 chunks are more, so volume gain is defined
+    out = evaluate(write_stories(tmp_path), tmp_path / "eval", fakes, CountingEmbedder(dim=3),
                    reference_dir=str(tiny_corpus))
     for name in OUTPUTS:
         assert (out / name).is_file() and (out / name).stat().st_size > 0, name
@@ -110,6 +111,8 @@ def test_evaluation_writes_scores_summary_table_plots_and_manifest(tmp_path, tin
     assert "- review, Ethics: 2 missing (2 × no parseable Score line" in table
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "evaluation" and manifest["provenance"]["reference"]["n_chunks"] == 4
+    assert manifest["provenance"]["reference"]["metrics_version"] == manifest["provenance"]["metrics_version"] == 2
+    assert manifest["provenance"]["reference"]["volume_eps"] == 1e-6
     assert manifest["provenance"]["judge"]["model"] == "scripted" and manifest["provenance"]["scorer"] == "writer"
     assert "judge:sample" in manifest["template_sha256"]
 
@@ -360,3 +363,63 @@ def test_a_score_missing_for_a_deterministic_cause_is_final(tmp_path, tiny_corpu
     out = evaluate(files, tmp_path / "eval", fakes, counting_embedder, reference_dir=str(tiny_corpus))
     lichen = next(r for r in rows(out) if r["story_id"] == "review/p1/ecological")
     assert lichen["concepts"] is None and "context" in lichen["missing"]["concepts"]
+
+
+def test_volume_gain_is_missing_against_a_reference_sample_of_no_more_chunks_than_dimensions(
+        tmp_path, tiny_corpus, counting_embedder, isolated_cache, caplog) -> None:
+    """4 reference chunks in 8 dimensions: the covariance is singular and the gain would measure
+    eps, not the story (MiniLM: 13.5 nats at 100 reference chunks, 0.42 at 2000)."""
+    with caplog.at_level(logging.WARNING):
+        out = evaluate(write_stories(tmp_path), tmp_path / "eval", Fakes(), counting_embedder,
+                       reference_dir=str(tiny_corpus))
+    reason = ("the reference sample has 4 chunks, not more than the 8 embedding dimensions: its covariance is "
+              "singular and the gain measures eps (embed more reference chunks)")
+    for r in rows(out):
+        assert r["volume_gain"] is None and r["missing"]["volume_gain"] == reason
+        assert isinstance(r["novelty_cos"], float) and isinstance(r["kl"], float)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["frameworks"]["review"]["volume_gain"]["missing"] == {reason: 2}
+    assert [m for m in caplog.messages if "volume_gain unavailable" in m] == [f"volume_gain unavailable: {reason}"]
+
+
+def _forget_metrics_version(out: Path) -> None:
+    """Make the manifest look written before the metrics had a version."""
+    path = out / "manifest.json"
+    manifest = json.loads(path.read_text())
+    del manifest["provenance"]["metrics_version"], manifest["provenance"]["reference"]["metrics_version"]
+    path.write_text(json.dumps(manifest))
+
+
+def test_resuming_an_evaluation_made_by_another_metrics_version_is_refused(tmp_path, tiny_corpus, counting_embedder,
+                                                                           isolated_cache) -> None:
+    """Stories embedded by the old chunker and by the new one would sit in one scores.jsonl."""
+    review, single = write_stories(tmp_path)
+    out = evaluate([single], tmp_path / "eval", Fakes(), counting_embedder, reference_dir=str(tiny_corpus))
+    _forget_metrics_version(out)
+    with pytest.raises(UsageError, match=r"another metrics_version \(1 then, 2 now\)"):
+        evaluate([review, single], out, Fakes(), counting_embedder, reference_dir=str(tiny_corpus))
+
+
+def writer_in(dtype: str):
+    """A writer model that computes in `dtype`, as the hf backend records its numerics."""
+    backend = FakeScorer()
+    backend.NUMERICS = ("dtype",)
+    backend.describe = lambda: {**FakeScorer.describe(backend), "dtype": dtype}
+    return model(backend)
+
+
+def test_writer_scored_surprisal_records_its_numerics_and_refuses_to_mix_them(tmp_path, counting_embedder,
+                                                                              isolated_cache) -> None:
+    """Without --scorer each story's writer scores it: bf16 and float32 surprisal must not mix."""
+    review, single = write_stories(tmp_path)
+    fakes = Fakes()
+    fakes.models["fake-writer"] = writer_in("bfloat16")
+    out = evaluate([single], tmp_path / "eval", fakes, counting_embedder)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["provenance"]["scorer_numerics"] == {"fake-writer": {"dtype": "bfloat16"}}
+    fakes.models["fake-writer"] = writer_in("float32")
+    with pytest.raises(UsageError, match=r"another scorer_numerics \(fake-writer.dtype 'bfloat16' then, 'float32'"):
+        evaluate([review, single], out, fakes, counting_embedder)
+    fakes.models["fake-writer"] = writer_in("bfloat16")
+    evaluate([review, single], out, fakes, counting_embedder)  # the same numerics resume
+    assert len(rows(out)) == 3

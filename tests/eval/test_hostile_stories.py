@@ -11,8 +11,12 @@ from fakes import FakeScorer, ScriptedBackend, model
 
 from eval.cli import main
 from eval.run import EvalConfig, Evaluator
+from generate.clean import clean_reply
+from generate.common.errors import UsageError
 from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
+from rewards.text import WRITE
+from tests.embedders import CountingEmbedder
 
 PROMPT = "A lighthouse keeper on a tidally locked moon narrates the night the dark side turns toward her."
 HOSTILE = {
@@ -32,9 +36,17 @@ HOSTILE = {
 RULE = ("kl", "novelty_cos", "volume_gain")
 
 
-def write_stories(path: Path, writer: str) -> Path:
+def fake_encoder() -> CountingEmbedder:
+    """3 dimensions, fewer than the tiny corpus's 4 chunks: its volume gain is defined (N > d)."""
+    return CountingEmbedder(dim=3)
+
+
+def write_stories(path: Path, writer: str, cleaned: bool = False) -> Path:
+    """The hostile stories as a run's stories file: as written, or `cleaned` as generation stores a
+    writer's reply (`clean_reply`), which is the text the rewards read a completion as."""
     rows = [{"story_id": f"single/{name}/single", "prompt_id": name, "aspect": "Strong Voice", "prompt": PROMPT,
-             "framework": "single", "agent": "single", "model": writer, "text": text, "drafts": [], "feedback": [],
+             "framework": "single", "agent": "single", "model": writer,
+             "text": clean_reply(WRITE, text) if cleaned else text, "drafts": [], "feedback": [],
              "n_stories": 1} for name, text in HOSTILE.items()]
     path.parent.mkdir(parents=True, exist_ok=True)
     # ensure_ascii: the lone surrogate travels as a JSON escape, as a real file would carry it
@@ -54,15 +66,14 @@ def reward_values(texts: list[str], context: RewardContext, names, options=None)
     return values
 
 
-def test_hostile_stories_are_scored_with_a_reason_for_every_missing_value(tmp_path, tiny_corpus, counting_embedder,
-                                                                           monkeypatch):
+def test_hostile_stories_are_scored_with_a_reason_for_every_missing_value(tmp_path, tiny_corpus, monkeypatch):
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
     stories = write_stories(tmp_path / "run" / "stories.jsonl", "fake-writer")
     judge = ScriptedBackend({"*": ["Competent.\nScore: 3"]})
     cfg = EvalConfig(stories=[str(stories)], out=str(tmp_path / "eval"), judge="hf:fake-judge", judge_mode="sample",
                      samples=1, reference_dir=str(tiny_corpus))
     models = {"hf:fake-judge": model(judge), "fake-writer": model(FakeScorer())}
-    out = Evaluator(cfg, models=models, embedder=counting_embedder).run()
+    out = Evaluator(cfg, models=models, embedder=fake_encoder()).run()
     rows = scores(out)
     assert set(rows) == set(HOSTILE)
     for name, row in rows.items():
@@ -89,8 +100,8 @@ def test_hostile_stories_are_scored_with_a_reason_for_every_missing_value(tmp_pa
 
 
 def reward_of(row: dict, metric: str) -> float | None:
-    """The novelty reward the evaluation's row implies: its value, or the floor where the value
-    cannot exist (the evaluation's reasons), or None where it failed."""
+    """The reward the evaluation's row implies (a novelty metric's or surprisal's): its value, or the
+    floor where the value cannot exist (the evaluation's reasons), or None where it failed."""
     from rewards.novelty import CANNOT_EXIST, NO_TEXT
 
     if row[metric] is not None:
@@ -98,16 +109,19 @@ def reward_of(row: dict, metric: str) -> float | None:
     return NO_TEXT if row["missing"][metric] in CANNOT_EXIST else None
 
 
-def test_eval_and_rewards_agree_on_the_same_literal_stories(tmp_path, tiny_corpus, counting_embedder, monkeypatch):
-    """One scoring path: the evaluation's values and the rewards' values for the same text are equal;
-    where the evaluation reports a value that cannot exist (an empty story, one without words) as
+def test_eval_and_rewards_agree_on_the_same_literal_stories(tmp_path, tiny_corpus, monkeypatch):
+    """One scoring path: the evaluation's values for the story generation stores (the reply cleaned)
+    and the rewards' values for the literal reply (which they clean the same way) are equal; where
+    the evaluation reports a value that cannot exist (an empty story, one without words) as
     missing, the reward pays the floor, 0.0 (`rewards.novelty`), never None (a failed call's)."""
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
-    stories = write_stories(tmp_path / "run" / "stories.jsonl", "fake-writer")
+    stories = write_stories(tmp_path / "run" / "stories.jsonl", "fake-writer", cleaned=True)
     cfg = EvalConfig(stories=[str(stories)], out=str(tmp_path / "eval"), no_judge=True, no_surprisal=True,
                      reference_dir=str(tiny_corpus))
-    rows = scores(Evaluator(cfg, embedder=counting_embedder).run())
-    context = RewardContext(encoder=lambda name: counting_embedder)
+    encoder = fake_encoder()
+    rows = scores(Evaluator(cfg, embedder=encoder).run())
+    assert all(rows[name]["volume_gain"] is not None for name in ("one-word", "long", "delimiters"))
+    context = RewardContext(encoder=lambda name: encoder)
     options = {name: {"reference_dir": str(tiny_corpus)} for name in RULE}
     values = reward_values(list(HOSTILE.values()), context, RULE, options)
     for i, name in enumerate(HOSTILE):
@@ -118,10 +132,12 @@ def test_eval_and_rewards_agree_on_the_same_literal_stories(tmp_path, tiny_corpu
 @pytest.mark.slow
 def test_eval_cli_and_rewards_agree_with_the_real_models(tmp_path, tiny_corpus, monkeypatch):
     """`review-lab eval` with the embedded judge, scorer and encoder against the judge, surprisal and
-    novelty rewards on the same hostile stories: same values, same gaps."""
+    novelty rewards on the same hostile stories (stored cleaned, as generation stores them): same
+    values, same gaps. The tiny corpus's chunks (a handful) are fewer than MiniLM's 384 dimensions, so the
+    evaluation reports volume_gain missing with that reason and the volume_gain reward is refused."""
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setenv("SCIFI_REFERENCE_DIR", str(tiny_corpus))
-    stories = write_stories(tmp_path / "run" / "stories.jsonl", "smollm2-135m-instruct")
+    stories = write_stories(tmp_path / "run" / "stories.jsonl", "smollm2-135m-instruct", cleaned=True)
     out = tmp_path / "eval"
     # The reward judge's default batch size: the same batches give the same numbers (bf16 results
     # depend on how much left padding a batch holds).
@@ -130,15 +146,21 @@ def test_eval_cli_and_rewards_agree_with_the_real_models(tmp_path, tiny_corpus, 
     rows = scores(out)
     assert rows["long"]["concepts"] is None and "exceeds the model's context" in rows["long"]["missing"]["concepts"]
     assert rows["long"]["missing"]["surprisal"] == "longer than the scorer's context (8192 tokens)"
-    values = reward_values(list(HOSTILE.values()), RewardContext(), ("judge", "surprisal", *RULE),
+    context = RewardContext()
+    values = reward_values(list(HOSTILE.values()), context, ("judge", "surprisal", "kl", "novelty_cos"),
                            {"judge": {"model": "smollm2-135m-instruct", "mode": "logprob", "timeout": 600}})
+    with pytest.raises(UsageError, match=r"\d+ chunks, not more than the 384 embedding dimensions"):
+        reward_values(list(HOSTILE.values()), context, ("volume_gain",))
     aspects = ("concepts", "logic", "characters", "world_building", "ethics")
     for i, name in enumerate(HOSTILE):
         row = rows[name]
-        expected = row["surprisal"]
+        expected = reward_of(row, "surprisal")  # an empty story's is the floor too (`rewards.surprisal`)
         assert values["surprisal"][i] == (None if expected is None else pytest.approx(expected, rel=1e-4)), name
-        for metric in RULE:
+        for metric in ("kl", "novelty_cos"):
             assert values[metric][i] == pytest.approx(reward_of(row, metric), rel=1e-4), (name, metric)
+        assert row["volume_gain"] is None, name
+        assert (row["missing"]["volume_gain"] == "empty story" if name == "empty"
+                else "not more than the 384 embedding dimensions" in row["missing"]["volume_gain"]), name
         judged = [row[a] for a in aspects if row[a] is not None]
         if name == "empty":
             assert values["judge"][i] == 0.0  # the rubric's floor: no story

@@ -10,6 +10,7 @@ import pytest
 
 from eval.embed import Embedder
 from eval.reference import ReferenceCorpus, ReferenceUnavailable, load_reference
+from tests.embedders import CountingEmbedder
 
 CHUNK_IDS = ["oceans.txt#0", "robots.txt#0", "rockets.txt#0", "rockets.txt#1"]
 
@@ -39,6 +40,32 @@ def test_cache_key_covers_content_chunk_size_and_embedder(tiny_corpus: Path, cou
     renamed = type(counting_embedder)(name="another-fake")
     ReferenceCorpus.load(tiny_corpus, renamed, cache_dir=tmp_path)
     assert len(counting_embedder.calls) == 3 and len(renamed.calls) == 1
+
+
+def test_another_encoder_under_the_same_name_is_not_served_the_cached_embeddings(
+        tiny_corpus: Path, tmp_path: Path) -> None:
+    """The cache key holds what the encoder is (here: its directory's files), not only its name."""
+    model = tmp_path / "models" / "my-encoder"
+    model.mkdir(parents=True)
+    (model / "model.safetensors").write_bytes(b"first weights")
+    first = CountingEmbedder(str(model))
+    before = ReferenceCorpus.load(tiny_corpus, first, cache_dir=tmp_path / "cache")
+    (model / "model.safetensors").write_bytes(b"other weights")
+    second = CountingEmbedder(str(model), dim=4)
+    after = ReferenceCorpus.load(tiny_corpus, second, cache_dir=tmp_path / "cache")
+    assert first.calls == [4] and second.calls == [4]
+    assert after.embeddings.shape == (4, 4)
+    assert before.fingerprint()["embedder_id"] != after.fingerprint()["embedder_id"]
+    assert before.fingerprint()["embedder"] == after.fingerprint()["embedder"] == str(model)
+
+
+def test_the_fingerprint_names_the_encoder_and_its_token_limit(tiny_corpus: Path, counting_embedder,
+                                                               tmp_path: Path) -> None:
+    corpus = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
+    cached = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
+    assert corpus.fingerprint() == cached.fingerprint()
+    assert corpus.fingerprint()["embedder_id"] == "counting-fake"
+    assert corpus.fingerprint()["token_limit"] is None  # a fake without a tokenizer: cut by words
 
 
 def test_max_chunks_samples_reproducibly(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
@@ -99,8 +126,9 @@ def test_real_minilm_cache_reuse(tiny_corpus: Path, tmp_path: Path, monkeypatch)
     monkeypatch.setattr(embedder, "encode", lambda texts, **kw: calls.append(len(texts)) or encode(texts, **kw))
     first = ReferenceCorpus.load(tiny_corpus, embedder, cache_dir=tmp_path)
     second = ReferenceCorpus.load(tiny_corpus, embedder, cache_dir=tmp_path)
-    assert calls == [4]
-    assert first.embeddings.shape == (4, 384) and first.embeddings.dtype == np.float32
+    n = len(first.chunk_ids)  # more than the 4 chunks cut by words: 250 words are over 254 word-pieces
+    assert calls == [n] and n > 4 and first.fingerprint()["token_limit"] == second.fingerprint()["token_limit"] == 254
+    assert first.embeddings.shape == (n, 384) and first.embeddings.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(first.embeddings, axis=1), 1.0, rtol=1e-5)
     np.testing.assert_array_equal(first.embeddings, second.embeddings)
     assert embedder.encode([]).shape == (0, 384)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from eval.text import chunk_words, strip_gutenberg, word_tokens
@@ -55,6 +56,51 @@ def test_chunks_keep_word_order_and_collapse_whitespace() -> None:
 def test_chunk_size_must_be_positive() -> None:
     with pytest.raises(ValueError):
         chunk_words("a b c", size=0)
+
+
+def _token_lengths(chunks: list[str], tokens: dict[str, int]) -> list[int]:
+    return [sum(tokens[w] for w in chunk.split()) for chunk in chunks]
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_token_limited_chunks_never_exceed_the_limit_nor_the_word_size(seed: int) -> None:
+    """The encoder drops what is past its limit: a chunk cut by words alone lost its end."""
+    rng = np.random.default_rng(seed)
+    n, size, limit = int(rng.integers(1, 1500)), int(rng.integers(20, 300)), int(rng.integers(30, 400))
+    words = [f"w{i}" for i in range(n)]
+    tokens = dict(zip(words, rng.integers(1, 4, size=n).tolist()))
+    chunks = chunk_words(" ".join(words), size, token_counts=[tokens[w] for w in words], token_limit=limit)
+    assert " ".join(chunks) == " ".join(words)
+    assert max(_token_lengths(chunks, tokens)) <= limit
+    merged_tail = len(chunks[-1].split()) < 1.5 * size  # only a merged short tail may pass `size` words
+    assert all(len(c.split()) <= size for c in chunks[:-1]) and merged_tail
+
+
+@pytest.mark.parametrize(
+    ("n_words", "tokens_per_word", "limit", "expected_lengths"),
+    [
+        (300, 1, 400, [300]),  # a short tail merges when the merged chunk still fits
+        (300, 2, 600, [300]),
+        (300, 2, 500, [150, 150]),  # 250 + 50 words: 600 tokens do not fit, so split evenly
+        (600, 2, 300, [150, 150, 150, 150]),  # token-bound: 150 words a chunk
+        (500, 2, 300, [150, 150, 100, 100]),  # a 50-word tail: the last two chunks split evenly
+        (120, 2, 100, [50, 35, 35]),  # the tail is short in tokens (40 < 100 / 2)
+        (130, 2, 100, [50, 50, 30]),  # 60 tokens: not short, kept
+    ],
+)
+def test_token_limited_chunk_lengths(n_words, tokens_per_word, limit, expected_lengths) -> None:
+    chunks = chunk_words(_words(n_words), 250, token_counts=[tokens_per_word] * n_words, token_limit=limit)
+    assert [len(c.split()) for c in chunks] == expected_lengths
+
+
+def test_a_word_longer_than_the_limit_is_a_chunk_of_its_own() -> None:
+    chunks = chunk_words("a b huge c d", 250, token_counts=[1, 1, 50, 1, 1], token_limit=10)
+    assert chunks == ["a b", "huge", "c d"]
+
+
+def test_token_counts_must_match_the_words() -> None:
+    with pytest.raises(ValueError):
+        chunk_words("a b c", 250, token_counts=[1, 1], token_limit=10)
 
 
 MODERN = """The Project Gutenberg EBook of Star Tale, by A. Writer

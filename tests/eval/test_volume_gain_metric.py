@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from eval.metrics.volume_gain import VolumeGain, naive_volume_gain
+from eval.metrics.story import StoryMetrics
+from eval.metrics.volume_gain import VolumeGain, naive_volume_gain, too_few_chunks
+from eval.reference import ReferenceCorpus
+from tests.embedders import CountingEmbedder
 
 
 def test_one_dimension_by_hand() -> None:
@@ -78,3 +82,29 @@ def test_rejects_bad_reference(ref: np.ndarray, eps: float) -> None:
 def test_rejects_dimension_mismatch() -> None:
     with pytest.raises(ValueError):
         VolumeGain(np.eye(3))(np.ones((1, 4)))
+
+
+@pytest.mark.parametrize(("n", "d", "defined"), [(384, 384, False), (100, 384, False), (385, 384, True)])
+def test_volume_gain_is_defined_only_for_more_reference_chunks_than_dimensions(n: int, d: int, defined: bool) -> None:
+    assert (too_few_chunks(n, d) is None) == defined
+
+
+def _story_metrics(n: int, d: int) -> StoryMetrics:
+    rng = np.random.default_rng(n)
+    ref = rng.normal(size=(n, d)).astype(np.float32)
+    ref /= np.linalg.norm(ref, axis=1, keepdims=True)
+    corpus = ReferenceCorpus(Path("corpus"), "fake", 250, [f"w#{i}" for i in range(n)], {"moon": 3}, ref)
+    return StoryMetrics(corpus, CountingEmbedder(dim=d))
+
+
+def test_story_metrics_leave_volume_gain_missing_with_its_reason_below_the_dimension(caplog) -> None:
+    """The shared path of evaluation and rewards: below N = d the gain is a number of eps."""
+    with caplog.at_level("WARNING"):
+        small = _story_metrics(8, 8).measure(["The moon rose over the quiet sea."])[0]
+    assert small.values["volume_gain"] is None
+    assert "not more than the 8 embedding dimensions" in small.missing["volume_gain"]
+    assert small.values["novelty_cos"] is not None and small.values["kl"] is not None
+    assert sum("volume_gain unavailable" in m for m in caplog.messages) == 1
+    enough = _story_metrics(9, 8)
+    assert enough.measure(["The moon rose over the quiet sea."])[0].values["volume_gain"] is not None
+    assert enough.fingerprint()["volume_eps"] == 1e-6

@@ -77,6 +77,47 @@ def test_a_story_blank_after_cleaning_fails_its_prompt_only(tmp_path):
     assert comparable(stories, TASK_B.id) == comparable(clean, TASK_B.id)
 
 
+def manifest_phases(tmp_path, name="run") -> dict:
+    return json.loads((tmp_path / name / "manifest.json").read_text())["phases"]
+
+
+def test_a_raw_blank_is_reasked_by_the_runner_alone_and_both_attempts_are_counted(tmp_path):
+    """One layer re-asks (the runner): the blank attempt is one more call in the agent's usage, the
+    prompt's and the phase's, with its tokens, instead of being overwritten inside the model."""
+    asked = []
+
+    def blank_once(request):
+        if is_compose(request, "Humanistic") and not asked:
+            asked.append(request)
+            return ""  # scripted: 10 prompt tokens, 1 completion token; echo replies: 10 and 3
+        return None
+
+    backend = Scripted(blank_once)
+    _, stories = run(tmp_path, backend, limit=1)
+    _, clean = run(tmp_path, RecordingEcho(), name="clean", limit=1)
+    assert len([r for r in backend.requests if is_compose(r, "Humanistic")]) == 2
+    usage, clean_usage = ({s["agent"]: s["usage"] for s in runs} for runs in (stories, clean))
+    assert usage["humanistic"] == {"calls": clean_usage["humanistic"]["calls"] + 1,
+                                   "prompt_tokens": clean_usage["humanistic"]["prompt_tokens"] + 10,
+                                   "completion_tokens": clean_usage["humanistic"]["completion_tokens"] + 1}
+    assert usage["futuristic"] == clean_usage["futuristic"]
+    assert stories[0]["prompt_usage"]["calls"] == clean[0]["prompt_usage"]["calls"] + 1
+    compose = manifest_phases(tmp_path)["compose"]
+    assert (compose["calls"], compose["prompt_tokens"], compose["completion_tokens"]) == (4, 40, 3 * 3 + 1)
+
+
+def test_a_call_that_stays_blank_is_sent_once_plus_two_reasks(tmp_path):
+    """Not 9 times (the model's 2 re-asks inside each of the runner's 3 tries): failed.jsonl's "2
+    re-asks" is what happened, and its cost counts all 3 tries."""
+    backend = Scripted(lambda r: "" if is_compose(r, "Humanistic") else None)
+    run(tmp_path, backend)
+    assert len([r for r in backend.requests if is_compose(r, "Humanistic")]) == 1 + 2
+    (record,) = failures(tmp_path)
+    assert record["reasks"] == 2 and "2 re-asks" in record["reason"]
+    # Prompt A's compose: the blank call 3 times (10 + 1 tokens each), the two others once (10 + 3).
+    assert record["prompt_usage"] == {"calls": 5, "prompt_tokens": 50, "completion_tokens": 3 * 1 + 2 * 3}
+
+
 def is_review_by(request, persona: str) -> bool:
     body = texts(request)
     return about_a(request) and "Give this writer specific" in body and f"You are the {persona} Writer" in body
@@ -90,7 +131,7 @@ def test_a_blank_review_fails_the_prompt_and_never_reaches_a_reviser(tmp_path):
     (record,) = failures(tmp_path)
     assert (record["agent"], record["role"], record["phase"], record["reasks"]) == ("futuristic", "review", "review-1", 2)
     assert record["to"] in ("humanistic", "ecological")
-    assert not [r for r in backend.requests if about_a(r) and "Revise your story" in texts(r)]
+    assert not [r for r in backend.requests if about_a(r) and "Revise your" in texts(r)]
     assert not any("no feedback" in texts(r) for r in backend.requests)
     assert runner.failed == {TASK_A.id: record["reason"]}
 

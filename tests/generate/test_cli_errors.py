@@ -49,3 +49,33 @@ def test_resuming_with_different_settings_is_refused(tmp_path):
     (out / "manifest.json").write_text('{"config": {"framework": "review", "temperature": 0.9}}')
     proc = cli("--framework", "review", "--temperature", "0.5", "--out", str(out))
     assert proc.returncode == 2 and "temperature=0.9" in proc.stderr
+
+
+@pytest.mark.parametrize("framework", ["review", "debate", "discussion", "teacher"])
+def test_a_multi_agent_framework_refuses_one_agent_before_writing(tmp_path, monkeypatch, capsys, framework):
+    """With one agent a reviser would get an empty feedback block and a debater no peer's story:
+    `--agents 1` is refused with one line, exit 2, and nothing is written (nor a model loaded)."""
+    from generate.backends import Model
+    from generate.cli import main
+    from generate.common.cli import run_cli
+    from tests.generate.fakes import RecordingEcho
+
+    backend = RecordingEcho()
+    monkeypatch.setattr("generate.backends.load_model", lambda *a, **k: Model(backend))
+    with pytest.raises(SystemExit) as info:
+        run_cli(main, ["--framework", framework, "--agents", "1", "--model", "hf:echo", "--limit", "1",
+                       "--out", str(tmp_path / "out")])
+    errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
+    assert info.value.code == 2 and len(errors) == 1 and f"{framework} needs at least 2 agents" in errors[0]
+    assert not (tmp_path / "out").exists() and not backend.requests
+
+
+def test_every_entry_point_refuses_too_few_agents_where_it_builds_its_run():
+    """The sweep (`--grid agents=1`) and the benchmark build a `RunConfig` themselves: the check is
+    made there, so no entry point can let one agent through; single, one writer anyway, takes it."""
+    from generate.common.errors import UsageError
+    from generate.runner import RunConfig
+
+    with pytest.raises(UsageError, match="review needs at least 2 agents"):
+        RunConfig(framework="review", agents=1)
+    assert RunConfig(framework="single", agents=1).agents == 1

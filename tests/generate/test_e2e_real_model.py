@@ -26,6 +26,7 @@ def test_framework_end_to_end(tmp_path, default_model, framework):
         assert "<<<STORY" not in s["text"] and "STORY>>>" not in s["text"]
         assert s["usage"]["completion_tokens"] > 0 and s["seconds"] > 0
         assert len(s["drafts"]) == (0 if framework == "single" else 2)
+        assert isinstance(s["truncated"], bool)  # read off the hf backend's finish reason
     manifest = json.loads((tmp_path / "manifest.json").read_text())
     assert manifest["config"]["framework"] == framework and manifest["template_sha256"]
     assert manifest["backend"]["dtype"] in ("bfloat16", "float32")

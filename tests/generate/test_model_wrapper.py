@@ -4,7 +4,7 @@ import pytest
 
 from generate.backends import BackendUnavailable, ChatRequest, Model, RetryPolicy, SamplingParams, load_backend
 from generate.common.errors import UsageError
-from tests.generate.fakes import Flaky, RecordingEcho
+from tests.generate.fakes import Flaky, RecordingEcho, Scripted
 
 FAST = RetryPolicy(retries=3, backoff=0.01)
 
@@ -38,6 +38,21 @@ def test_blank_completion_is_asked_again_with_a_new_seed():
     backend = Flaky(failures=0, blank=1)
     out = Model(backend, policy=FAST).generate([req("a")])
     assert out[0].text.startswith("ok ") and out[0].text != "ok 1"
+
+
+def test_a_reasked_blank_completion_carries_the_blank_attempts_tokens():
+    """The blank attempt was paid for: its tokens are in the completion that replaces it."""
+    blanks = iter([" "])  # scripted: 10 prompt tokens, 1 completion token; echo: 10 and 3
+    backend = Scripted(lambda r: next(blanks, None))
+    (out,) = Model(backend, policy=FAST).generate([req("a")])
+    assert out.text.startswith("Tale") and len(backend.requests) == 2
+    assert (out.prompt_tokens, out.completion_tokens) == (20, 4)
+
+
+def test_a_caller_that_reasks_blanks_itself_gets_the_blank_back():
+    backend = Scripted(lambda r: " ")
+    (out,) = Model(backend, policy=FAST).generate([req("a")], reask_blank=False)
+    assert out.text == " " and len(backend.requests) == 1
 
 
 def test_batches_respect_batch_size_and_keep_request_order():

@@ -5,6 +5,7 @@ story?" has an exact answer.
 """
 
 import json
+import re
 
 import pytest
 
@@ -35,8 +36,10 @@ def test_review_is_blind(tmp_path, rounds):
         peer_versions = [v for p in peers for v in (*p["drafts"], p["text"])]
         own = [*s["drafts"], s["text"]]
         revisions = [r for r in backend.requests
-                     if "Revise your story" in texts(r) and any(v in texts(r) for v in own[:-1])]
+                     if "Revise your" in texts(r) and any(v in texts(r) for v in own[:-1])]
         assert len(revisions) == rounds - 1
+        # From round 2 on the writer is also shown the first draft its reviewers read: its own.
+        assert sum("Other writers read your first draft" in texts(r) for r in revisions) == max(rounds - 2, 0)
         for r in revisions:
             assert s["prompt"] in texts(r)  # the reviser is reminded of the task (public-code bug 4)
             assert not any(v in texts(r) for v in peer_versions), "a peer's story reached a reviser"
@@ -75,6 +78,7 @@ def test_call_counts_and_usage(tmp_path, framework, calls_per_prompt, stories_pe
     for s in stories:
         assert s["prompt_usage"]["calls"] == calls_per_prompt
         assert s["text"] and s["framework"] == framework
+        assert s["truncated"] is False  # the echo backend never reports finish_reason "length"
     if framework == "teacher":  # the teacher's calls count for the prompt, not for a student
         assert sum(s["usage"]["calls"] for s in stories) == 2 * (calls_per_prompt - 3)
 
@@ -110,8 +114,42 @@ def test_what_each_reviewer_read_in_round_2(tmp_path, variant, seen):
             assert f"You are the {item['from'].capitalize()} Writer" in read
             assert s["drafts"][seen] in read and s["drafts"][1 - seen] not in read and s["text"] not in read
             assert not any(v in read for p in stories if p is not s for v in (*p["drafts"], p["text"]))
-        revisions = [r for r in backend.requests if "Revise your story" in texts(r) and s["drafts"][1] in texts(r)]
-        assert len(revisions) == 1 and s["drafts"][0] not in texts(revisions[0])
+        revisions = [r for r in backend.requests if "Revise your" in texts(r) and s["drafts"][1] in texts(r)]
+        assert len(revisions) == 1
+        # The reviser sees the draft its round-2 reviewers read, and no other earlier one.
+        assert (s["drafts"][0] in texts(revisions[0])) == (variant == "paper")
+
+
+def test_a_paper_reviser_is_shown_the_draft_its_feedback_is_about(tmp_path):
+    """`paper`, round 2: the reviews are about the writer's first draft, so its request shows that
+    draft as the one the reviewers read, then its current story, then the feedback; it does not
+    say the reviewers read the current story. Round 1's request is the one-draft request."""
+    backend, stories = run(tmp_path, "review", rounds=3, limit=1)
+    for s in stories:
+        first, current = s["drafts"]
+        (round_1,) = [r for r in backend.requests if "Revise your" in texts(r) and first in texts(r)
+                      and current not in texts(r)]
+        assert "Other writers read it and sent you this feedback" in texts(round_1)
+        (round_2,) = [r for r in backend.requests if "Revise your" in texts(r) and current in texts(r)]
+        body = texts(round_2)
+        marks = ["Other writers read your first draft", first, "Here is your current story", current,
+                 "feedback on your first draft", *(item["text"] for item in s["feedback"][1]),
+                 "Revise your current story"]
+        assert [body.index(m) for m in marks] == sorted(body.index(m) for m in marks)
+        assert "Other writers read it" not in body
+
+
+def test_each_student_is_told_its_number_in_the_class_critique(tmp_path):
+    """The class critique numbers the stories; a student's revision request names its number, and
+    Story n of the critique the teacher read is that student's story."""
+    backend, stories = run(tmp_path, "teacher", rounds=3, limit=1)
+    critiques = [texts(r) for r in backend.requests if "feedback for the whole class" in texts(r)]
+    assert len(critiques) == 2
+    for s in stories:
+        for story, critique in zip(s["drafts"], critiques):  # the story each critique read
+            (revision,) = [r for r in backend.requests if "Revise your story" in texts(r) and story in texts(r)]
+            number = re.search(r"Your story is Story (\d+)\.", texts(revision)).group(1)
+            assert f"Story {number}:\n<<<STORY\n{story}\nSTORY>>>" in critique
 
 
 def test_the_paper_reading_is_the_default():
@@ -123,3 +161,46 @@ def test_unknown_review_variant_is_bad_input(tmp_path):
 
     with pytest.raises(UsageError, match="review_variant"):
         run(tmp_path, "review", review_variant="latest")
+
+
+def test_each_story_says_whether_the_call_that_wrote_it_hit_the_token_cap(tmp_path):
+    """`truncated` is the final story's own call's finish_reason == "length": a cut-off first draft
+    revised into a complete story is not truncated, a cut-off revision is. A resumed run replays the
+    calls from the journal, finish reasons included, and says the same."""
+    from generate.backends import Completion
+    from tests.generate.fakes import Scripted
+
+    def rule(request):
+        body = texts(request)
+        cut = ("You are the Humanistic Writer" in body and "Revise your" in body
+               or "You are the Futuristic Writer" in body and "Revise your" not in body and "Give this" not in body)
+        return Completion(RecordingEcho.reply(request), 10, 3, finish_reason="length") if cut else None
+
+    out = tmp_path / "run"
+    cfg = RunConfig(framework="review", model="echo", out=str(out), limit=1, rounds=2)
+    stories = Runner(cfg, model=Model(Scripted(rule))).run()
+    first = {s["agent"]: s["truncated"] for s in map(json.loads, stories.read_text().splitlines())}
+    assert first == {"humanistic": True, "futuristic": False, "ecological": False}
+
+    stories.unlink()  # the run is redone from its journal alone
+    replay = RecordingEcho()
+    again = {s["agent"]: s["truncated"] for s in map(json.loads, Runner(cfg, model=Model(replay)).run().read_text()
+                                                   .splitlines())}
+    assert again == first and not replay.requests
+
+
+def test_a_templates_file_without_a_template_the_protocol_needs_is_refused_before_the_run(tmp_path):
+    """Review under `paper` uses `review_revise_later` from round 2 on: an older templates file that
+    lacks it is refused when the runner is built, not after two rounds of calls."""
+    from generate.common.errors import UsageError
+    from generate.prompts import DEFAULT_TEMPLATES
+
+    text = DEFAULT_TEMPLATES.read_text()
+    templates = tmp_path / "old.yaml"
+    templates.write_text(text.replace("review_revise_later:", "unused_template:"))
+    cfg = RunConfig(framework="review", model="echo", out=str(tmp_path / "run"), limit=1, templates=str(templates))
+    with pytest.raises(UsageError, match="review_revise_later"):
+        Runner(cfg, model=Model(RecordingEcho()))
+    assert not (tmp_path / "run").exists()
+    Runner(RunConfig(framework="review", model="echo", out=str(tmp_path / "run"), limit=1, rounds=2,
+                     templates=str(templates)), model=Model(RecordingEcho()))  # round 1 does not need it

@@ -97,13 +97,15 @@ def test_make_signals_curates_the_benchmarks_runs_only_when_they_cannot_answer_e
 def test_signals_is_the_story_with_the_three_signals_by_default(story):
     """`review-lab signals` is `review-lab story --signals composite rm principle --out runs/signals`."""
     from dataclasses import fields
+    from pathlib import Path
 
     from generate.common.config import parse_config
 
-    cfg = parse_config(story.SignalsConfig, [])
-    assert cfg.signals == ["composite", "rm", "principle"] and cfg.out == "runs/signals"
+    cfg = parse_config(story.SignalsConfig, [])  # paths made absolute: `train.story_config.absolute_paths`
+    assert cfg.signals == ["composite", "rm", "principle"] and cfg.out == str(Path("runs/signals").resolve())
     assert parse_config(story.SignalsConfig, ["--signals", "rm"]).signals == ["rm"]
-    assert (parse_config(story.StoryConfig, []).signals, story.StoryConfig().out) == (["composite"], "runs/story")
+    assert (parse_config(story.StoryConfig, []).signals, story.StoryConfig().out) == (
+        ["composite"], str(Path("runs/story").resolve()))
     assert [f.name for f in fields(story.SignalsConfig)] == [f.name for f in fields(story.StoryConfig)]
 
 

@@ -29,7 +29,8 @@ def write_corpus(directory: Path) -> Path:
 
 @pytest.fixture
 def fake_embedder() -> FakeEmbedder:
-    return FakeEmbedder(name="fake")
+    """3 dimensions: fewer than the tiny corpus's 4 chunks, so its volume gain is defined."""
+    return FakeEmbedder(name="fake", dim=3)
 
 
 @pytest.fixture

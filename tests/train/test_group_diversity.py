@@ -49,10 +49,14 @@ def test_without_prompt_id_the_prompt_itself_is_the_group(fake_embedder, context
     assert out[1] > 0.1 and out[3] > 0.1
 
 
-def test_empty_stories_and_lonely_completions_get_none(fake_embedder, context):
+def test_an_empty_story_gets_the_floor_and_a_lonely_completion_none(fake_embedder, context):
+    """An empty story is information (the floor, 0.0, as the novelty rewards give it), not a failed
+    call the trainer would fill with its group's mean; a completion without siblings has no value."""
     out = group_diversity([PROMPT_A] * 3 + [PROMPT_B], [chat("a"), chat(""), chat("b"), chat("alone")], context=context)
-    assert out[1] is None and out[3] is None
+    assert out[1] == 0.0 and out[3] is None
     assert out[0] is not None and out[2] is not None
+    alone = group_diversity([PROMPT_A] * 2, [chat("a"), chat("b")], context=context)
+    assert out[0] == alone[0]  # the empty story is left out of its siblings' group
 
 
 def test_group_mean_is_one_minus_the_homogenization_metric(fake_embedder, context):

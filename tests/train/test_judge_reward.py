@@ -20,7 +20,7 @@ PROMPT = [{"role": "user", "content": "Write a story."}]
     ({"a": 5, "b": 5}, 1.0),
     ({"a": 0, "b": 0}, 0.0),
     ({"a": 1, "b": 4}, 0.5),
-    ({"a": 4, "b": None}, 0.8),  # a failed aspect is left out, not counted as 0
+    ({"a": 4, "b": None}, None),  # a failed aspect: no average (a failed value), neither 0 nor the others' mean
     ({"a": None, "b": None}, None),
 ])
 def test_quality_is_the_mean_aspect_score_scaled_to_unit_interval(scores, expected):

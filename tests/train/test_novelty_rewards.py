@@ -51,7 +51,7 @@ def test_a_completion_without_words_is_worth_the_floor_not_a_group_mean(corpus, 
     completions = [chat(""), chat(STORIES[0]), chat("\U0001F680\U0001F31F")]
     for reward in (kl, novelty_cos, volume_gain):
         out = reward(PROMPTS, completions, context=context)
-        assert out[0] == 0.0 and out[1] > 0
+        assert out[0] == 0.0 and out[1] not in (None, 0.0)  # a gain may be negative
     assert kl(PROMPTS, completions, context=context)[2] == 0.0  # emoji only: no word to count
 
 
@@ -64,6 +64,19 @@ def test_a_failed_encoding_stays_missing_for_the_group_mean(corpus, context, mon
         Chunks(None, "encoder failed on this story: out of memory") for _ in texts])
     for reward in (novelty_cos, volume_gain):
         assert reward(PROMPTS[:1], [chat(STORIES[0])], context=context) == [None]
+
+
+def test_a_volume_gain_reward_on_no_more_reference_chunks_than_dimensions_is_refused(corpus, context):
+    """With N <= d reference chunks the evaluation reports every gain missing: the reward would be None
+    for every completion, each filled with its group's mean, and train nothing while it seems to run."""
+    from generate.common.errors import UsageError
+
+    with pytest.raises(UsageError, match=r"3 chunks, not more than the 3 embedding dimensions.*max_chunks") as err:
+        volume_gain(PROMPTS, [chat(s) for s in STORIES], context=context, max_chunks=3)
+    assert "\n" not in str(err.value)
+    for reward in (kl, novelty_cos):  # they need no more chunks than dimensions
+        assert None not in reward(PROMPTS, [chat(s) for s in STORIES], context=context, max_chunks=3)
+    assert None not in volume_gain(PROMPTS, [chat(s) for s in STORIES], context=context)  # 4 chunks > 3
 
 
 def test_the_reference_sample_takes_the_evaluations_seed(corpus, context):
@@ -87,7 +100,8 @@ def test_reference_is_loaded_once_per_context(corpus, fake_embedder, context, mo
 
     loads = []
     real = ReferenceCorpus.load.__func__
-    monkeypatch.setattr(ReferenceCorpus, "load", classmethod(lambda cls, *a, **k: loads.append(1) or real(cls, *a, **k)))
+    monkeypatch.setattr(ReferenceCorpus, "load",
+                        classmethod(lambda cls, *a, **k: loads.append(1) or real(cls, *a, **k)))
     for _ in range(3):
         novelty_cos(PROMPTS, [chat(s) for s in STORIES], context=context)
         kl(PROMPTS, [chat(s) for s in STORIES], context=context)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -91,3 +92,67 @@ def test_heldout_script_reads_its_options_file_and_writes_a_manifest(tmp_path):
     manifest = json.loads((out / "manifest.json").read_text())
     assert manifest["kind"] == "heldout_reward" and manifest["config"]["samples"] == 1
     assert manifest["recipe"]["reward_funcs"] == ["length"] and manifest["seed"] == 3
+
+
+@pytest.fixture
+def heldout_run(tmp_path, monkeypatch):
+    """A training run's directory (its split, no model) and a recipe rewarding 5-word stories;
+    generation replaced by 3-word stories, so each test sees which length target scored them."""
+    from generate.datasets import load_dataset
+    from train.split import split_tasks
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("reward_funcs: [length]\nreward_weights: [1.0]\nreward_options: {length: {target_words: 5}}\n")
+    split_tasks(load_dataset("default"), 0.2, 0, "default").save(tmp_path / "run")
+    monkeypatch.setattr(heldout_reward, "write_stories", lambda spec, tasks, samples, decoding:
+                        ["Ice sang softly."] * (len(tasks) * samples))
+    return recipe, tmp_path / "run"
+
+
+def heldout_args(recipe, run, out):
+    return ["--config", str(recipe), "--split", str(run), "--samples", "1", "--model", "smollm2-135m-instruct",
+            "--out", str(out)]
+
+
+def test_heldout_scores_with_the_options_the_training_run_recorded(heldout_run, tmp_path):
+    """`review-lab story` trains with its own reward options (--reward_options): the held-out
+    rewards are the training's, as its manifest records them, not the recipe file's."""
+    from generate.common.manifest import write_manifest
+
+    recipe, run = heldout_run
+    write_manifest(run, kind="grpo", config={"script": {"reward_funcs": ["length"], "reward_gate": "none",
+                                                        "reward_options": {"length": {"target_words": 3}}},
+                                             "training": {"reward_weights": [2.0], "seed": 7}})
+    assert heldout_reward.main(heldout_args(recipe, run, tmp_path / "out")) == 0
+    report = json.loads((tmp_path / "out" / "heldout.json").read_text())
+    assert report["results"]["smollm2-135m-instruct"]["values"]["length"] == [0.0] * 4  # 3 words: on target
+    assert report["settings_from"] == str(run / "manifest.json")
+    assert json.loads((tmp_path / "out" / "manifest.json").read_text())["seed"] == 7
+
+
+def test_heldout_refuses_a_run_whose_training_options_it_cannot_know(heldout_run, tmp_path, capsys):
+    """No manifest, and the run's step record says training had other reward options: one line, exit 2."""
+    recipe, run = heldout_run
+    (run / "step.json").write_text(json.dumps({"inputs": {"options": {"length": {"target_words": 3}}}}))
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(heldout_reward.main, heldout_args(recipe, run, tmp_path / "out"))
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no GRPO manifest.json" in err[0]
+    (run / "step.json").write_text(json.dumps({"inputs": {"options": {"length": {"target_words": 5}}}}))
+    assert heldout_reward.main(heldout_args(recipe, run, tmp_path / "out")) == 0  # the recipe's own: scored
+
+
+def test_heldout_stories_are_cleaned_as_generation_cleans_them(monkeypatch):
+    class Model:
+        def generate(self, requests, desc=None):
+            return [SimpleNamespace(text="Sure! Here's a story:\n\nTitle: Ice\n\nIce sang.\n\nI hope you enjoy it!")
+                    for _ in requests]
+
+        def close(self):
+            pass
+
+    monkeypatch.setattr(heldout_reward, "load_model", lambda spec, **options: Model())
+    tasks = [SimpleNamespace(id="p", prompt="Write.")]
+    decoding = {"max_completion_length": 8, "temperature": 1.0, "top_p": 1.0, "seed": 0}
+    assert heldout_reward.write_stories("smollm2-135m-instruct", tasks, 2, decoding) == ["Ice sang."] * 2

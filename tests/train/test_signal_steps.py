@@ -154,3 +154,60 @@ def test_a_retrained_signal_retrains_its_writer_and_regenerates_its_stories(tmp_
     assert not (tmp_path / "story" / "tuned" / "eval").exists() and len(generated) == 3
     assert re.fullmatch(r"[0-9a-f]{64}", json.loads((tmp_path / "story/tuned" / STEP_FILE).read_text())
                         ["inputs"]["weights"])
+
+
+@pytest.fixture
+def grpo_commands(monkeypatch):
+    """GRPO replaced by a double that records its command and writes a 'merged model'."""
+    import train.story as story
+
+    commands = []
+
+    def fake_run(cmd, what):
+        out = Path(cmd[cmd.index("--output_dir") + 1])
+        (out / "merged").mkdir(parents=True, exist_ok=True)
+        (out / "merged" / "config.json").write_text("{}")
+        commands.append(cmd)
+
+    monkeypatch.setattr(story.signal_steps, "run", fake_run)
+    return commands
+
+
+def option(cmd: list[str], flag: str):
+    return cmd[cmd.index(flag) + 1] if flag in cmd else None
+
+
+def test_grpo_gets_the_evaluations_reference_options_and_seed(tmp_path, grpo_commands, monkeypatch):
+    """The writer trains against the corpus sample it is scored on: the story's --reference-dir
+    (absolute: GRPO runs from the repository root), --reference-max-chunks and --seed reach the
+    composite recipe's novelty reward, the principle judge's seed and GRPO's own seed."""
+    import train.story as story
+
+    monkeypatch.chdir(tmp_path)
+    cfg = story.StoryConfig(reference_dir="corpus", reference_max_chunks=500, seed=3)
+    story.train(cfg, "composite", tmp_path / "grpo", None)
+    story.train(cfg, "principle", tmp_path / "grpo_principle", {"principle_judge": {"principles": "p.yaml"}})
+    composite, principle = (json.loads(option(cmd, "--reward_options")) for cmd in grpo_commands)
+    assert composite["novelty_cos"] == {"reference_dir": str(tmp_path / "corpus"), "max_chunks": 500, "seed": 3}
+    assert composite["judge"]["model"] == "smollm2-135m-instruct"  # the recipe's other options are kept
+    assert principle == {"principle_judge": {"principles": "p.yaml", "seed": 3}}
+    assert [option(cmd, "--seed") for cmd in grpo_commands] == ["3", "3"]
+
+
+def test_the_grpo_step_key_holds_what_the_run_is_given_and_nothing_else(tmp_path, grpo_commands):
+    """Another --reference-dir retrains the writer; --allow-weak-signal, never passed to the
+    composite run, does not."""
+    import train.story as story
+
+    out = tmp_path / "grpo"
+    story.train(story.StoryConfig(), "composite", out, None)
+    story.train(story.StoryConfig(allow_weak_signal=True), "composite", out, None)
+    assert len(grpo_commands) == 1 and "--allow_weak_signal" not in grpo_commands[0]
+    story.train(story.StoryConfig(reference_dir=str(tmp_path / "other")), "composite", out, None)
+    assert len(grpo_commands) == 2
+    story.train(story.StoryConfig(reference_dir=str(tmp_path / "other"), seed=1), "composite", out, None)
+    assert len(grpo_commands) == 3
+    inputs = json.loads((out / STEP_FILE).read_text())["inputs"]
+    assert inputs["seed"] == 1 and inputs["options"]["novelty_cos"]["reference_dir"] == str(tmp_path / "other")
+    story.train(story.StoryConfig(allow_weak_signal=True), "rm", tmp_path / "grpo_rm", {"reward_model": {}})
+    assert option(grpo_commands[-1], "--allow_weak_signal") == "true"

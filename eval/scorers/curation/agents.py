@@ -20,7 +20,10 @@ one greedy pass prefilled with `Score:` and the expected value of the digits 0/1
 which is P(1) renormalised over {0, 1}; in `sample` mode a sampled reply whose last `Score: N`
 line counts. A reply that cannot be used (no list, no score) is asked again with a new seed up to
 `max_parse_retries` times (not in logprob mode: greedy decoding would repeat itself); if it stays
-unusable the protocol returns a failure naming the agent and the reason, never an empty list.
+unusable the protocol returns a failure naming the agent and the reason, never an empty list. A
+blank reply is unusable, so this is the one layer that re-asks it: the drivers ask the model with
+`reask_blank=False`, and a call that stays blank is sent 1 + `max_parse_retries` times, each
+attempt a call of its own whose tokens the driver counts (`scorer.drive_curation`).
 
 Ablations (`without`, the paper's Table 4), precisely:
 - `positive` / `negative`: that agent is not asked; the judge and the reflect agent read only the

@@ -23,7 +23,6 @@ import numpy as np
 
 from eval.embed import Embedder
 from eval.reference import ReferenceCorpus, ReferenceUnavailable
-from eval.text import chunk_words, strip_gutenberg
 from generate.common.errors import UsageError
 from generate.common.jsonl import read_jsonl
 from generate.common.paths import cache_root
@@ -69,7 +68,7 @@ class RetrievalIndex:
                 raise UsageError(f"retrieval corpus: {exc}") from None
             if corpus.embeddings is None:
                 raise UsageError(f"retrieval corpus: {corpus.embedding_error}")
-            parts.append((_corpus_examples(corpus), corpus.embeddings))
+            parts.append((_corpus_examples(corpus, embedder), corpus.embeddings))
             fingerprint["reference"] = corpus.fingerprint()
         if not parts:
             raise UsageError("retrieval needs --exemplars or --reference-dir (or SCIFI_REFERENCE_DIR); "
@@ -112,18 +111,11 @@ def _exemplars(path: Path, embedder: Embedder, cache_dir: str | Path | None) -> 
     return examples, vectors, digest
 
 
-def _corpus_examples(corpus: ReferenceCorpus) -> list[Example]:
-    """The texts behind a corpus's embedded chunk ids, chunked exactly as `eval.reference` does
-    (its cache keeps embeddings and ids, not texts)."""
-    wanted: dict[str, set[int]] = {}
-    for cid in corpus.chunk_ids:
-        name, _, index = cid.rpartition("#")
-        wanted.setdefault(name, set()).add(int(index))
-    texts: dict[str, str] = {}
-    for name, indices in wanted.items():
-        body = strip_gutenberg((corpus.directory / name).read_bytes().decode("utf-8", errors="replace"))
-        pieces = chunk_words(body, corpus.chunk_size)
-        texts.update({f"{name}#{i}": pieces[i] for i in indices if i < len(pieces)})
+def _corpus_examples(corpus: ReferenceCorpus, embedder: Embedder) -> list[Example]:
+    """The texts behind a corpus's embedded chunk ids, cut again by the corpus's own chunker
+    (`ReferenceCorpus.chunk_texts`: its cache keeps embeddings and ids, not texts). Cut by words
+    alone they would not be the passages the encoder embedded: it cuts by its own tokens."""
+    texts = corpus.chunk_texts(embedder)
     missing = [cid for cid in corpus.chunk_ids if cid not in texts]
     if missing:
         raise UsageError(f"retrieval corpus: chunk {missing[0]} no longer matches {corpus.directory}")

@@ -116,4 +116,5 @@ class CurationScorer:
                 "retrieval": self.index.fingerprint if self.index is not None else None}
 
     def _complete(self, requests: list[ChatRequest], desc: str) -> list[Completion]:
-        return self.model.generate(requests, desc=f"curation ({desc})")
+        # The agents re-ask unusable (blank included) replies themselves: the model must not too.
+        return self.model.generate(requests, desc=f"curation ({desc})", reask_blank=False)

@@ -1,0 +1,122 @@
+"""Audited faults of `review-lab compare`: a judge average over the aspects a story happens to have,
+per-prompt metrics described per story, markers lost past the fifth metric, inputs named by path
+only, and the cut-off share of each run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import matplotlib.axes
+import numpy as np
+import pytest
+
+from eval.compare import compare, cut_off_share, load_run
+from eval.compare.cli import main as compare_main
+from eval.compare.plots import plot_cost_vs_gain
+from eval.compare.report import render_markdown
+from eval.metrics.catalog import JUDGE_AVERAGE, Catalog
+from generate.common.manifest import sha256_bytes, sha256_text
+
+ASPECTS = {"concepts": "Concepts", "ethics": "Ethics"}
+USAGE = {"calls": 1, "prompt_tokens": 100, "completion_tokens": 400}
+
+
+def write_run(root: Path, name: str, rows: list[dict], usage: dict = USAGE) -> Path:
+    """A run directory: one score line and one story line per row ({prompt, agent, **values,
+    and story fields such as `truncated`}), with the manifests compare reads."""
+    run = root / name
+    (run / "eval").mkdir(parents=True)
+    scores, stories = [], []
+    for row in rows:
+        prompt, agent = row["prompt"], row.get("agent", "single")
+        ids = {"story_id": f"{name}/{prompt}/{agent}", "prompt_id": prompt, "agent": agent}
+        text = f"Write a story about {prompt}."
+        scores.append({**ids, "prompt_sha256": sha256_text(text), "framework": name, "model": "m",
+                       **{k: v for k, v in row.items() if k not in ("prompt", "agent", "truncated")}})
+        story = {**ids, "prompt": text, "text": "...", "prompt_usage": usage, "seconds": 1.0}
+        if "truncated" in row:
+            story["truncated"] = row["truncated"]
+        stories.append(story)
+    (run / "eval" / "scores.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
+    (run / "stories.jsonl").write_text("".join(json.dumps(r) + "\n" for r in stories))
+    (run / "manifest.json").write_text(json.dumps({"dataset_sha256": "d" * 64}))
+    provenance = {"judge": {"model": "j"}, "reference": None, "catalog": Catalog.from_aspects(ASPECTS).to_json()}
+    (run / "eval" / "manifest.json").write_text(json.dumps({"provenance": provenance}))
+    return run
+
+
+def test_a_run_missing_its_weakest_aspect_on_some_stories_gains_nothing(tmp_path):
+    """The audit's case: runs a and b agree on every score, but b lacks `concepts` (the lower
+    aspect) on 10 of 20 stories. Averaging what each story has gave b a judge-average gain of
+    0.25, "significant" (Holm p 0.0047); a story without every aspect has no average instead."""
+    rng = np.random.default_rng(0)
+    a_rows, b_rows = [], []
+    for i in range(20):
+        concepts, ethics = float(rng.uniform(1, 2)), float(rng.uniform(3, 4))
+        a_rows.append({"prompt": f"p{i:02d}", "concepts": concepts, "ethics": ethics})
+        b_rows.append({"prompt": f"p{i:02d}", "concepts": None if i % 2 else concepts, "ethics": ethics})
+    runs = [load_run("a", write_run(tmp_path, "a", a_rows)), load_run("b", write_run(tmp_path, "b", b_rows))]
+    result = compare(runs, metrics=[JUDGE_AVERAGE, "concepts", "ethics"], n_boot=500)
+    gain = result["gains"][JUDGE_AVERAGE]["b"]
+    assert gain["gain"] == pytest.approx(0.0) and not gain["significant"]
+    assert gain["n_pairs"] == 10 and len(gain["missing"]) == 10
+    assert result["describe"][JUDGE_AVERAGE]["b"]["n_missing"] == 10
+    assert result["describe"][JUDGE_AVERAGE]["a"]["n_missing"] == 0
+    assert "missing 10)" in render_markdown(result)
+    assert not any(g["significant"] for by_run in result["gains"].values() for g in by_run.values())
+
+
+def test_a_per_prompt_metric_is_described_over_prompts(tmp_path):
+    """Homogenization is one value per prompt, repeated on each of its stories: 3 agents on 4
+    prompts are 4 values, not 12 (as the evaluation's summary counts them)."""
+    rows = [{"prompt": f"p{i}", "agent": f"agent{k}", "homogenization": 0.3 + 0.1 * i, "concepts": 2.0,
+             "ethics": 3.0} for i in range(4) for k in range(3)]
+    single = [{"prompt": f"p{i}", "concepts": 2.0, "ethics": 3.0} for i in range(4)]
+    runs = [load_run("base", write_run(tmp_path, "base", single)),
+            load_run("multi", write_run(tmp_path, "multi", rows))]
+    described = compare(runs, metrics=["homogenization", "concepts"], n_boot=100)["describe"]
+    assert described["homogenization"]["multi"]["n"] == 4
+    assert described["homogenization"]["multi"]["std"] == pytest.approx(float(np.std([0.3, 0.4, 0.5, 0.6], ddof=1)))
+    assert described["concepts"]["multi"]["n"] == 12  # a per-story metric still counts stories
+
+
+def test_the_cut_off_share_is_read_from_the_stories_or_is_na(tmp_path):
+    rows = [{"prompt": f"p{i}", "concepts": 2.0, "ethics": 3.0, "truncated": i < 1} for i in range(4)]
+    old = [{"prompt": f"p{i}", "concepts": 2.0, "ethics": 3.0} for i in range(4)]
+    runs = [load_run("base", write_run(tmp_path, "base", old)), load_run("new", write_run(tmp_path, "new", rows))]
+    result = compare(runs, metrics=["concepts"], n_boot=100)
+    assert result["cut_off"] == {"base": None, "new": pytest.approx(0.25)}
+    cost_rows = [line for line in render_markdown(result).splitlines() if line.startswith("| `")]
+    assert cost_rows[-2].endswith("| n/a |") and cost_rows[-1].endswith("| 25% |")
+    assert cut_off_share([{"truncated": True}, {"truncated": False}, {}]) == pytest.approx(0.5)
+    assert cut_off_share([{}]) is None
+
+
+def test_the_comparison_manifest_hashes_every_file_it_read(tmp_path):
+    rows = [{"prompt": f"p{i}", "concepts": 2.0 + i, "ethics": 3.0} for i in range(4)]
+    base, other = write_run(tmp_path, "base", rows), write_run(tmp_path, "other", rows)
+    out = tmp_path / "cmp"
+    assert compare_main(["--run", f"base={base}", "--run", f"other={other}", "--out", str(out), "--boot", "50"]) == 0
+    inputs = json.loads((out / "manifest.json").read_text())["inputs"]
+    for name, run in (("base", base), ("other", other)):
+        files = [run / "eval" / "scores.jsonl", run / "stories.jsonl"]
+        assert inputs[name] == {str(f): sha256_bytes(f.read_bytes()) for f in files}
+
+
+def test_every_novelty_metric_gets_a_marker_past_the_fifth(tmp_path, monkeypatch):
+    rule = [f"m{i}" for i in range(7)]
+    gain = {"gain": 0.1, "ci_low": 0.0, "ci_high": 0.2}
+    comparison = {
+        "config": {"base": "base", "metrics": rule, "runs": {"base": "x", "r": "y"}},
+        "metrics": {m: {"label": m, "group": "rule", "higher_is_better": True} for m in rule},
+        "describe": {m: {"base": {"std": 1.0}} for m in rule},
+        "gains": {m: {"r": gain} for m in rule},
+        "cost": {"base": None, "r": {"x_base": {"total_tokens": 2.0}}},
+    }
+    drawn = []
+    real = matplotlib.axes.Axes.plot
+    monkeypatch.setattr(matplotlib.axes.Axes, "plot",
+                        lambda ax, *a, **k: drawn.append(k.get("label")) or real(ax, *a, **k))
+    plot_cost_vs_gain(comparison, tmp_path / "cost.png")
+    assert [label for label in drawn if label] == rule
