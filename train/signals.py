@@ -16,7 +16,7 @@ Candidate prompts are checked against the evaluation prompts by text: no prefere
 no reward model, ever sees an evaluation prompt.
 
 The commands run from the repository root, wherever the story was started: every path on their
-command line is absolute (`arg`), as the story's config already makes its own (`train.story_config`).
+command line is absolute (`train.story_config.absolute`, as the story's config makes its own).
 """
 
 from __future__ import annotations
@@ -35,16 +35,11 @@ from generate.common.paths import REPO_ROOT
 from generate.datasets import Task
 from generate.runner import RunConfig, Runner, run_collecting
 from train.launch import accelerate_command
+from train.story_config import absolute
 from train.steps import Step, content_hash
 
 log = logging.getLogger("end_to_end")
 TEMPERATURES = (0.7, 1.0, 1.3)
-
-
-def arg(path: str | Path) -> str:
-    """A path as a command run from the repository root must be given it: absolute, against the
-    directory the story was started from (a relative one would name a file under the repository)."""
-    return str(Path(path).resolve())
 
 
 def run(cmd: list[str], what: str) -> None:
@@ -87,9 +82,10 @@ def curate(out: Path, candidate_runs: list[Path], reference_dir: str | None) -> 
     step = Step(out, "curation", {"candidates": {str(p): content_hash(p) for p in candidate_runs},
                                   "reference_dir": reference_dir})
     step.start()
-    cmd = [sys.executable, "-m", "rewards.curate", "--candidates", *map(arg, candidate_runs), "--out", arg(out)]
+    cmd = [sys.executable, "-m", "rewards.curate", "--candidates", *map(absolute, candidate_runs),
+           "--out", absolute(out)]
     if reference_dir:
-        cmd += ["--reference-dir", arg(reference_dir)]
+        cmd += ["--reference-dir", absolute(reference_dir)]
     run(cmd, "curation")
     step.finish()
     return out / "preferences.jsonl"
@@ -101,9 +97,10 @@ def reward_model(out: Path, preferences: Path, config: str) -> Path:
                                       "preferences": content_hash(preferences)})
     if not step.done:
         step.start()
-        run(accelerate_command("reward_model.py", ["--config_file", arg(REPO_ROOT / "configs/accelerate/cpu.yaml")],
-                               ["--config", arg(REPO_ROOT / config), "--preferences", arg(preferences),
-                                "--output_dir", arg(out)]), "reward model")
+        launcher = ["--config_file", absolute(REPO_ROOT / "configs/accelerate/cpu.yaml")]
+        run(accelerate_command("reward_model.py", launcher,
+                               ["--config", absolute(REPO_ROOT / config), "--preferences", absolute(preferences),
+                                "--output_dir", absolute(out)]), "reward model")
         step.finish()
     return out
 
@@ -120,17 +117,17 @@ def principles(out: Path, reference_dir: str | None, iterations: int, writer: st
     labels = weak.out / "weak.jsonl"
     if not weak.done:
         weak.start()
-        cmd = [sys.executable, "-m", "rewards.principles", "weak-labels", "--out", arg(labels), "--model", writer,
+        cmd = [sys.executable, "-m", "rewards.principles", "weak-labels", "--out", absolute(labels), "--model", writer,
                "--seed", str(seed), *(x for kv in WEAK_LABELS.items() for x in kv)]
         if reference_dir:
-            cmd += ["--reference-dir", arg(reference_dir)]
+            cmd += ["--reference-dir", absolute(reference_dir)]
         run(cmd, "weak labels")
         weak.finish()
     opt = Step(out / "opt", "principle optimisation", {"labels": content_hash(labels), "options": OPTIMISE,
                                                        "iterations": iterations, "writer": writer, "seed": seed})
     opt.start()
-    run([sys.executable, "-m", "rewards.principles", "optimize", "--labelled", arg(labels), "--model", writer,
+    run([sys.executable, "-m", "rewards.principles", "optimize", "--labelled", absolute(labels), "--model", writer,
          "--iterations", str(iterations), "--seed", str(seed), *(x for kv in OPTIMISE.items() for x in kv),
-         "--out", arg(opt.out)], "principle optimisation")
+         "--out", absolute(opt.out)], "principle optimisation")
     opt.finish()
     return opt.out / "principles.yaml"

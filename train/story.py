@@ -82,12 +82,12 @@ def reward_options(cfg: StoryConfig, signal: str, options: dict | None) -> dict:
     of the recipe that takes them: `reference_dir`, `max_chunks` (`--reference-max-chunks`) and
     `seed` (`--seed`). The novelty rewards then measure against the corpus sample the evaluation
     scores with, not the recipe's (environment corpus, its own sample and seed 0), and the principle
-    judge samples with the seed its principles were optimised with. A relative `--reference-dir` is
-    made absolute: GRPO runs from the repository root, the evaluation from here."""
+    judge samples with the seed its principles were optimised with. The config holds the corpus as
+    an absolute path (`StoryConfig.absolute_paths`): GRPO runs from the repository root."""
     recipe = load_yaml(REPO_ROOT / SIGNALS[signal])
     merged = {name: dict(opts) for name, opts in (recipe.get("reward_options") or {} if options is None
                                                   else options).items()}
-    given = {"reference_dir": str(Path(cfg.reference_dir).resolve()) if cfg.reference_dir else None,
+    given = {"reference_dir": cfg.reference_dir,
              "max_chunks": cfg.reference_max_chunks, "seed": cfg.seed}
     for name in recipe.get("reward_funcs") or []:
         takes = {k: v for k, v in given.items() if k in option_names(get_reward(name).func)}

@@ -5,9 +5,11 @@ directory gets another hash. The flows' step keys (`train/steps.py`) use the sam
 from __future__ import annotations
 
 import hashlib
+from importlib import metadata
 from pathlib import Path
 
 SKIPPED = {"step.json", "manifest.json"}  # records of when and how a step ran, not of what it made
+_DIRECTORIES: dict[Path, tuple[tuple, str]] = {}  # directory -> (its files' sizes and times, content hash)
 
 
 def content_hash(*paths: str | Path) -> str:
@@ -31,3 +33,23 @@ def content_hash(*paths: str | Path) -> str:
                 for block in iter(lambda: f.read(1 << 20), b""):
                     h.update(block)
     return h.hexdigest()
+
+
+def directory_hash(path: str | Path) -> str:
+    """`content_hash` of a model directory, computed once per process while no file in it changes
+    size or time: a judge or encoder is identified by its weights on every call, and hashing
+    hundreds of megabytes each time would cost more than the call."""
+    path = Path(path)
+    stamp = tuple((str(p), p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(path.rglob("*")) if p.is_file())
+    key = path.resolve()
+    if key not in _DIRECTORIES or _DIRECTORIES[key][0] != stamp:
+        _DIRECTORIES[key] = (stamp, content_hash(path))
+    return _DIRECTORIES[key][1]
+
+
+def package_version(distribution: str) -> str:
+    """The installed version of a distribution whose files hold a model's weights, else "not installed"."""
+    try:
+        return metadata.version(distribution)
+    except metadata.PackageNotFoundError:
+        return "not installed"
