@@ -75,10 +75,16 @@ def curation_scorer(model: Model, embedder: Embedder, reference_dir: str | Path 
 
 
 def rm_metrics(model_dir: str | Path) -> dict:
-    """The `metrics.json` that `train/reward_model.py` saved with the model (threshold, held-out accuracy)."""
-    path = Path(model_dir) / "metrics.json"
-    if not path.is_file():
-        path = Path(model_dir).parent / "metrics.json"  # given the merged/ directory itself
+    """The `metrics.json` that `train/reward_model.py` saved with the model (threshold, held-out
+    accuracy): in the run directory, or beside `merged/` when given that directory itself. Any
+    other directory (a `checkpoint-N` inside a run) has none of its own: the run's file measured
+    the final model, not it, so {}."""
+    from eval.scorers.reward_model import MERGED_DIR
+
+    model_dir = Path(model_dir)
+    path = model_dir / "metrics.json"
+    if not path.is_file() and model_dir.name == MERGED_DIR:
+        path = model_dir.parent / "metrics.json"
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):

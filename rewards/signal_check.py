@@ -45,15 +45,16 @@ def proven(ci: Sequence[float] | None) -> bool:
 
 
 def rm_evidence(model_dir: str | Path) -> dict:
-    """The reward model's held-out accuracy and interval from its `metrics.json` ({} when none)."""
-    import json
+    """The reward model's held-out accuracy and interval from its `metrics.json`, found as the
+    evaluation finds its threshold (`eval.signals.rm_metrics`); {} when it has none."""
+    from eval.signals import rm_metrics
 
-    for path in (Path(model_dir) / "metrics.json", Path(model_dir).parent / "metrics.json"):
-        if path.is_file():
-            held = json.loads(path.read_text(encoding="utf-8")).get("heldout") or {}
-            return {"metric": "pairwise accuracy", "value": held.get("accuracy"), "ci95": held.get("ci95"),
-                    "prompts": held.get("prompts")}
-    return {}
+    metrics = rm_metrics(model_dir)
+    if not metrics:
+        return {}
+    held = metrics.get("heldout") or {}
+    return {"metric": "pairwise accuracy", "value": held.get("accuracy"), "ci95": held.get("ci95"),
+            "prompts": held.get("prompts")}
 
 
 def principles_evidence(path: str | Path | None) -> dict:

@@ -23,6 +23,7 @@ from eval.scorers.curation.scorer import response_key
 from generate.common.errors import UsageError
 from generate.common.jsonl import parse_object
 from generate.common.manifest import sha256_text
+from rewards.principles.metrics import binary_metrics
 
 
 @dataclass(frozen=True)
@@ -107,15 +108,10 @@ def build_pairs(judgments: list[dict], writer: Callable[[str], list[dict[str, st
 
 def agreement(judgments: list[dict]) -> dict | None:
     """Accuracy, precision, recall and F1 of the final verdicts against the candidates' labels
-    (the paper's Table 4 metrics; "good" is the positive class); None without labels."""
+    (the paper's Table 4 metrics; "good" is the positive class), computed as the principle
+    Detector's are (`rewards.principles.metrics.binary_metrics`); None without labels."""
     rows = [(j["label"], j["final"]) for j in judgments if j.get("label") is not None]
     if not rows:
         return None
-    tp = sum(1 for y, p in rows if y == 1 and p == 1)
-    fp = sum(1 for y, p in rows if y == 0 and p == 1)
-    fn = sum(1 for y, p in rows if y == 1 and p == 0)
-    precision = tp / (tp + fp) if tp + fp else None
-    recall = tp / (tp + fn) if tp + fn else None
-    f1 = 2 * tp / (2 * tp + fp + fn) if tp + fp + fn else None
-    return {"n": len(rows), "accuracy": sum(y == p for y, p in rows) / len(rows), "precision": precision,
-            "recall": recall, "f1": f1}
+    m = binary_metrics([y for y, _ in rows], [float(p) for _, p in rows])
+    return {k: m[k] for k in ("n", "accuracy", "precision", "recall", "f1")}

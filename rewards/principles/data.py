@@ -72,8 +72,9 @@ def split_examples(examples: list[Example], heldout_fraction: float | None, seed
     split of the groups with `heldout_fraction` (default 0.3) of them held out.
 
     Raises:
-        UsageError: splits on some rows only, a fraction given for data that has its own split,
-            a fraction outside (0, 1), or a split that would be empty.
+        UsageError: splits on some rows only, a group (`work`, `group`, else the prompt) with rows in
+            both given splits, a fraction given for data that has its own split, a fraction outside
+            (0, 1), or a split that would be empty.
     """
     given = [e.split for e in examples]
     if all(given):
@@ -81,6 +82,9 @@ def split_examples(examples: list[Example], heldout_fraction: float | None, seed
             raise UsageError("the labelled data has its own 'split' column; drop --heldout-fraction")
         opt = [e for e in examples if e.split == "optimisation"]
         held = [e for e in examples if e.split == "heldout"]
+        if shared := sorted({e.group for e in opt} & {e.group for e in held}):
+            raise UsageError(f"group {shared[0]!r} has rows in both splits ({len(shared)} such group(s)): a held-out "
+                             "text's twin would be optimised on; give every row of a work/group one split")
     elif any(given):
         raise UsageError("some labelled rows have a 'split' and others do not")
     else:

@@ -6,7 +6,9 @@ A verdict counts as "good" at P(good) >= 0.5. AUC needs no threshold: it is the 
 a random good response gets a higher P(good) than a random bad one (ties count half), so it shows
 whether a weak Detector's scores carry any signal even when they all sit on one side of 0.5.
 Undefined values (no response called good: precision; one class only: recall or AUC) are None,
-never 0. Responses without a verdict (the Detector failed) are counted as `missing` and left out.
+never 0; F1 is 2 TP / (2 TP + FP + FN), 0 when good responses exist and none is called good (a
+Detector that calls everything bad finds nothing: leaving such resamples out of F1's bootstrap
+interval would lift it), None only without any good response or "good" verdict. Responses without a verdict (the Detector failed) are counted as `missing` and left out.
 """
 
 from __future__ import annotations
@@ -26,14 +28,16 @@ def binary_metrics(labels: list[int], scores: list[float | None], threshold: flo
     fn = sum(1 for y, s in pairs if y == 1 and s < threshold)
     tn = sum(1 for y, s in pairs if y == 0 and s < threshold)
     precision, recall = _ratio(tp, tp + fp), _ratio(tp, tp + fn)
-    if precision is None or recall is None:
-        f1 = None
-    else:
-        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
     return {"n": len(pairs), "missing": len(labels) - len(pairs), "accuracy": _ratio(tp + tn, len(pairs)),
-            "precision": precision, "recall": recall, "f1": f1, "auc": auc(pairs),
+            "precision": precision, "recall": recall, "f1": f1_score(tp, fp, fn), "auc": auc(pairs),
             "tp": tp, "fp": fp, "tn": tn, "fn": fn,
             "mean_p_good": {"good": _mean([s for y, s in pairs if y == 1]), "bad": _mean([s for y, s in pairs if y == 0])}}
+
+
+def f1_score(tp: int, fp: int, fn: int) -> float | None:
+    """2 TP / (2 TP + FP + FN): 0 for a Detector that calls no good response good (every good one
+    is a miss), None only with no good response and none called good (nothing to find)."""
+    return _ratio(2 * tp, 2 * tp + fp + fn)
 
 
 def auc(pairs: list[tuple[int, float]]) -> float | None:

@@ -11,7 +11,9 @@ from what we have instead of human labels.
   starting strategy (only with `--model`), with its sentences shuffled, with a repetition loop
   (the text breaks off and repeats its last words to the original length, as small models do),
   or with stock phrases inserted (the list in `configs/prompts/principles.yaml`). A Generator
-  reply that comes back blank or unchanged falls back to a rule-based damage (recorded).
+  reply that comes back blank or unchanged, or a request the backend refused, falls back to a
+  rule-based damage (recorded in the row's `note`); a call whose retries ran out writes nothing
+  and exits 1, and a re-run replays the finished calls (a transient outage never changes the set).
 
 Split by work: whole works are held out (`--heldout-fraction`), so neither a held-out passage
 nor its damaged copy ever reaches the optimisation. Every row records its `work`, `split`,
@@ -36,14 +38,14 @@ from pathlib import Path
 from eval.corpus.resolve import reference_dir, reference_dir_option
 from eval.scorers.principles.texts import Templates, load_state, load_templates
 from eval.text import chunk_words, strip_gutenberg
-from generate.backends import Model, check_spec
-from generate.common.errors import UsageError
+from generate.backends import Model, check_spec, gave_up
+from generate.common.errors import PartialFailure, UsageError
 from generate.common.files import write_text_atomic
 from generate.common.manifest import write_manifest
 from generate.common.ranges import AT_LEAST_1, FRACTION, checked, in_range
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions
-from rewards.principles.protocols import Example, damage, run_phases
+from rewards.principles.protocols import Attempt, Example, damage, run_phases
 
 log = logging.getLogger(__name__)
 
@@ -170,9 +172,10 @@ def build(cfg: WeakLabelConfig, model: Model | None = None) -> Path:
     rows = []
     for i, g in enumerate(goods):
         k, note = kind[g.id], None
-        bad = damaged.get(g.id) if k == "generator" else None
-        if k == "generator" and not bad:
-            k, note = list(CORRUPTIONS)[i % len(CORRUPTIONS)], "generator reply blank or unchanged"
+        made = damaged.get(g.id) if k == "generator" else None
+        bad = made.text if made is not None and made.skipped is None else None
+        if k == "generator" and not bad:  # blank, unchanged or refused: asking again gives the same
+            k, note = list(CORRUPTIONS)[i % len(CORRUPTIONS)], f"generator reply {made.skipped if made else 'missing'}"
         bad = bad or corrupt(k, g.response, cfg.seed, g.id, templates.cliches)
         common = {"prompt": g.prompt, "work": g.group, "split": g.split}
         rows.append({"id": g.id, **common, "response": g.response, "label": 1, "kind": "reference", "source": None})
@@ -184,8 +187,15 @@ def build(cfg: WeakLabelConfig, model: Model | None = None) -> Path:
     return out
 
 
-def _generated(goods: list[Example], cfg: WeakLabelConfig, templates: Templates, model: Model | None) -> dict[str, str]:
-    """The Generator's damaged copy of each passage (journaled), or "" where it was unusable."""
+def _generated(goods: list[Example], cfg: WeakLabelConfig, templates: Templates,
+               model: Model | None) -> dict[str, Attempt]:
+    """The Generator's damaged copy of each passage (journaled); `skipped` says why one is unusable.
+
+    Raises:
+        PartialFailure: a call whose retries ran out (transient): asking again may well succeed, so
+            nothing is written (a rule-based stand-in would make the set depend on the outage);
+            a re-run replays the finished calls and asks only the failed ones, with the same seeds.
+    """
     if not goods:
         return {}
     strategy = load_state(cfg.principles).strategy
@@ -193,9 +203,19 @@ def _generated(goods: list[Example], cfg: WeakLabelConfig, templates: Templates,
     model = model or cfg.load_model()
     params = cfg.params()
     protocols = {g.id: damage(g, strategy, templates, params, derive_seed(cfg.seed, "degrade", g.id)) for g in goods}
-    done = run_phases(protocols, ("generate",), lambda reqs, phase: journal.complete(
-        model, cfg.model or model.name, reqs, desc="weak labels: generator"))
-    return {gid: ("" if a.skipped else a.text) for gid, a in done.items()}
+    transient: list[str] = []
+
+    def complete(requests, phase):
+        outs = journal.complete(model, cfg.model or model.name, requests, desc="weak labels: generator")
+        transient.extend(o.error for o in outs if gave_up(o))
+        return outs
+
+    done = run_phases(protocols, ("generate",), complete)
+    if transient:
+        raise PartialFailure(f"{len(transient)} generator call(s) failed for a transient cause ({transient[0]}); "
+                             f"nothing written; re-run the same command: it replays the {len(journal)} finished "
+                             "call(s) and asks only the rest")
+    return done
 
 
 def _json(row: dict) -> str:

@@ -141,3 +141,32 @@ def test_agreement_with_labels_uses_the_papers_metrics():
             judged("d", "P", 0, label=0), judged("e", "P", 1)]
     assert agreement(rows) == {"n": 4, "accuracy": 0.5, "precision": 0.5, "recall": 0.5, "f1": 0.5}
     assert agreement([judged("e", "P", 1)]) is None
+
+
+class SameNameEmbedder(CountingEmbedder):
+    """Another model under the same name (a new package version, retrained local weights)."""
+
+    def __init__(self, version: str, sign: float) -> None:
+        super().__init__("same-name")
+        self.version, self.sign = version, sign
+
+    @property
+    def identity(self) -> str:
+        return f"same-name=={self.version}"
+
+    def encode(self, texts, batch_size: int = 32, show_progress: bool = False) -> np.ndarray:
+        return self.sign * super().encode(texts, batch_size, show_progress)
+
+
+def test_cached_exemplar_embeddings_are_keyed_by_what_the_encoder_is(sources):
+    """The exemplar cache was keyed by the encoder's name only: another model under that name got
+    the first one's vectors back (the corpus cache, keyed by identity, re-embedded)."""
+    exemplars, _ = sources
+    old, new = SameNameEmbedder("1", 1.0), SameNameEmbedder("2", -1.0)
+    first = RetrievalIndex.build(old, exemplars)
+    second = RetrievalIndex.build(new, exemplars)
+    assert new.calls == [2]  # embedded again, not read from the other model's entry
+    assert np.allclose(second.vectors, -first.vectors)
+    assert first.fingerprint["embedder_id"] != second.fingerprint["embedder_id"]
+    RetrievalIndex.build(old, exemplars)
+    assert old.calls == [2]  # its own entry is still reused

@@ -157,6 +157,19 @@ def test_labelled_data_and_splits(tmp_path):
         Optimiser(OptimizeConfig())
 
 
+def test_given_splits_never_put_one_group_on_both_sides(tmp_path):
+    """A passage held out while its damaged twin (same work) is optimised on was accepted."""
+    rows = [{"id": "a", "prompt": "p", "response": "A careful tale.", "label": 1, "work": "w1", "split": "heldout"},
+            {"id": "a/loop", "prompt": "p", "response": "LOOP LOOP.", "label": 0, "work": "w1",
+             "split": "optimisation"},
+            {"id": "b", "prompt": "p", "response": "Another tale.", "label": 1, "work": "w2", "split": "heldout"},
+            {"id": "c", "prompt": "p", "response": "A third tale.", "label": 1, "work": "w3", "split": "optimisation"}]
+    path = tmp_path / "leaky.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(UsageError, match="group 'w1' has rows in both splits"):
+        split_examples(load_labelled(path), None, 0)
+
+
 @pytest.mark.parametrize(("args", "message"), [
     ([], "--labelled DATA.jsonl is required"),
     (["--verdict", "vibes"], "--verdict: 'vibes' is not one of"),

@@ -8,6 +8,7 @@ from eval.scorers.principles.texts import fenced, load_state, load_templates
 from generate.backends import Completion
 from generate.common.errors import UsageError
 from rewards.principles.metrics import auc, binary_metrics
+from rewards.principles.protocols import Example
 from rewards.principles.texts import parse_principles, parse_strategy, reply_text
 
 
@@ -88,10 +89,26 @@ def test_metrics_on_literal_data():
 def test_undefined_metrics_are_none_and_missing_verdicts_are_left_out():
     m = binary_metrics([1, 0, 0], [0.2, 0.1, None])
     assert m["n"] == 2 and m["missing"] == 1 and m["accuracy"] == 0.5
-    assert m["precision"] is None and m["recall"] == 0.0 and m["f1"] is None  # nothing called good
+    assert m["precision"] is None and m["recall"] == 0.0 and m["f1"] == 0.0  # nothing called good: finds nothing
     assert binary_metrics([0, 0], [0.9, 0.1])["recall"] is None and auc([(0, 0.3)]) is None
     assert binary_metrics([1, 0], [0.5, 0.49])["tp"] == 1  # P(good) >= 0.5 is a good verdict
     assert auc([(1, 0.5), (0, 0.5)]) == 0.5  # ties count half
+    assert binary_metrics([0, 0], [0.1, 0.2])["f1"] is None  # no good response, none called good
+
+
+def test_f1_of_a_detector_that_calls_nothing_good_is_zero_and_its_interval_sees_it():
+    """F1 was None when nothing was called good, so the bootstrap skipped exactly the resamples
+    where the Detector found nothing: its F1 interval stayed above 0; curation's agreement said 0."""
+    from rewards.curation.data import agreement
+    from rewards.principles.optimize import heldout_metrics
+
+    assert binary_metrics([1, 1, 0, 0], [0.1, 0.2, 0.3, 0.4])["f1"] == 0.0
+    held = [Example(f"{g}/{y}", "p", "r", y, f"w{g}") for g in range(10) for y in (1, 0)]
+    p_good = [0.9 if (e.group, e.label) == ("w0", 1) else 0.1 for e in held]
+    m = heldout_metrics(held, p_good, seed=0)
+    assert m["f1"] == pytest.approx(2 / 11) and m["f1_ci95"][0] == 0.0
+    judged = [{"label": e.label, "final": int(p >= 0.5)} for e, p in zip(held, p_good)]
+    assert agreement(judged)["f1"] == m["f1"]  # one definition for both Table 4 numbers
 
 
 def test_replies_lose_markers_loops_echoes_and_a_line_cut_by_the_budget():

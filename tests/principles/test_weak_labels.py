@@ -7,7 +7,9 @@ from collections import Counter
 
 import pytest
 
-from generate.common.errors import UsageError
+from generate.backends import Completion
+from generate.backends.model import GAVE_UP
+from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import read_jsonl
 from rewards.principles.cli import main
 from rewards.principles.weak_labels import (
@@ -82,6 +84,21 @@ def test_the_generator_degrades_some_passages(tmp_path, prose_corpus):
     rows = list(read_jsonl(build(cfg(tmp_path, prose_corpus, model="blank-fake"), model_of(blank))))
     fallback = [r for r in rows if r.get("note")]
     assert fallback and all(r["kind"] in ("shuffled", "repetition", "cliche") for r in fallback)
+
+
+def test_a_generator_call_whose_retries_ran_out_writes_nothing_and_a_rerun_completes(tmp_path, prose_corpus):
+    """A transient failure was turned into a rule-based row ("blank or unchanged"): the set then
+    depended on the outage, and a re-run gave another one."""
+    down = RoleBackend({"degrade": lambda r: Completion(text="", error="timeout", finish_reason=GAVE_UP)})
+    config = cfg(tmp_path, prose_corpus, model="role-fake")
+    with pytest.raises(PartialFailure, match="transient"):
+        build(config, model_of(down))
+    assert not (tmp_path / "out" / "weak.jsonl").exists()
+    rows = list(read_jsonl(build(config, model_of(RoleBackend()))))
+    assert [r for r in rows if r["kind"] == "generator"] and not [r for r in rows if r.get("note")]
+    refused = RoleBackend({"degrade": lambda r: Completion(text="", error="context length exceeded")})
+    rows = list(read_jsonl(build(cfg(tmp_path, prose_corpus, model="other-fake"), model_of(refused))))
+    assert {r["note"] for r in rows if r.get("note")} == {"generator reply failed: context length exceeded"}
 
 
 def test_bad_input_is_one_error_line(tmp_path, capsys):

@@ -77,6 +77,23 @@ def test_grpo_trains_on_a_proven_signal_and_ignores_plain_rewards(tmp_path):
     assert check_signals(["judge", "length"], {}, allow_weak=False) == {}
 
 
+def test_a_checkpoint_inside_a_run_is_not_credited_with_the_final_models_measurement(tmp_path):
+    """The run's metrics.json measured the final model; a `checkpoint-N` given as `model_dir` (the
+    reward accepts one) passed GRPO's gate, and got the evaluation's threshold, on that evidence."""
+    from eval.signals import rm_metrics
+
+    options = write_rm(tmp_path, [0.6, 0.9])
+    (tmp_path / "rm" / "merged").mkdir()
+    (tmp_path / "rm" / "checkpoint-5").mkdir()
+    merged = {"reward_model": {"model_dir": str(tmp_path / "rm" / "merged")}}
+    assert check_signals(["reward_model"], merged, allow_weak=False)["reward_model"]["proven"]  # merged/: its run's
+    assert check_signals(["reward_model"], options, allow_weak=False)["reward_model"]["proven"]
+    checkpoint = {"reward_model": {"model_dir": str(tmp_path / "rm" / "checkpoint-5")}}
+    with pytest.raises(UsageError, match="no held-out measurement"):
+        check_signals(["reward_model"], checkpoint, allow_weak=False)
+    assert rm_metrics(tmp_path / "rm" / "checkpoint-5") == {}
+
+
 def test_principles_without_a_held_out_measurement_are_refused(tmp_path):
     path = tmp_path / "p.yaml"
     path.write_text("principles: [Be vivid.]\n")  # the unoptimised starting set

@@ -4,8 +4,8 @@ Two sources of high-quality examples (paper 3.1.1): `--exemplars`, a JSONL of `{
 pairs a user trusts, and the classic reference corpus, whose ~250-word chunks are exactly the
 evaluation's (`eval.reference.ReferenceCorpus`): their embeddings come from that corpus's own
 cache, so the corpus is embedded once for evaluation, rewards and curation alike. Exemplar
-embeddings are cached the same way, under a key covering the file's bytes and the encoder, and
-written atomically. The query is the candidate's writing task (one query per prompt, so every
+embeddings are cached the same way, under a key covering the file's bytes and the encoder (its
+name and identity, as the corpus cache), and written atomically. The query is the candidate's writing task (one query per prompt, so every
 candidate of a prompt is judged against the same examples, which keeps within-prompt pairs fair).
 """
 
@@ -55,7 +55,7 @@ class RetrievalIndex:
             UsageError: no source, an unreadable exemplar file or corpus.
         """
         parts: list[tuple[list[Example], np.ndarray]] = []
-        fingerprint: dict = {"embedder": embedder.name}
+        fingerprint: dict = {"embedder": embedder.name, "embedder_id": embedder.identity}
         if exemplars:
             examples, vectors, digest = _exemplars(Path(exemplars), embedder, cache_dir)
             parts.append((examples, vectors))
@@ -100,7 +100,9 @@ def _exemplars(path: Path, embedder: Embedder, cache_dir: str | Path | None) -> 
     if not examples:
         raise UsageError(f"{path}: holds no exemplars")
     digest = hashlib.sha256(data).hexdigest()
-    key = hashlib.sha256(f"v{_CACHE_VERSION}|{embedder.name}|{digest}".encode()).hexdigest()[:24]
+    # Keyed by what the encoder is (`Embedder.identity`: package versions or weights' hash), as the
+    # corpus cache is: another model under the same name must not hand back these vectors.
+    key = hashlib.sha256(f"v{_CACHE_VERSION}|{embedder.name}|{embedder.identity}|{digest}".encode()).hexdigest()[:24]
     entry = Path(cache_dir or cache_root()) / "retrieval" / key
     if (entry / "embeddings.npy").is_file():
         log.info("retrieval: using cached exemplar embeddings %s", entry)
