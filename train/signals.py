@@ -12,8 +12,8 @@ never handed on:
 4. weak labels from the classic corpus and the adversarial principle optimisation
    (`review-lab principles weak-labels / optimize`; the optimisation keyed by the labels).
 
-Candidate prompts are checked against the evaluation prompts by text: no preference pair, hence
-no reward model, ever sees an evaluation prompt.
+Candidate prompts are checked against the evaluation prompts by text (case and spacing aside): no
+preference pair, hence no reward model, ever sees an evaluation prompt.
 
 The commands run from the repository root, wherever the story was started: every path on their
 command line is absolute (`train.story_config.absolute`, as the story's config makes its own).
@@ -66,13 +66,18 @@ def candidates(out: Path, given: list[str], train_tasks: list[Task], eval_tasks:
                             max_new_tokens=max_new_tokens, seed=seed, out=str(out / f"single_t{temperature}"))
             paths.append(run_collecting(Runner(cfg), failed))
         step.finish()
-    held = {t.prompt.strip().lower() for t in eval_tasks}
+    held = {_plain(t.prompt) for t in eval_tasks}
     for path in paths:
-        leaked = {r["prompt_id"] for r in read_jsonl(path) if r["prompt"].strip().lower() in held}
+        leaked = {r["prompt_id"] for r in read_jsonl(path) if _plain(r["prompt"]) in held}
         if leaked:
             raise UsageError(f"{path}: candidates answer evaluation prompts ({', '.join(sorted(leaked))}); "
                              "a reward model trained on them would have seen the test")
     return paths
+
+
+def _plain(prompt: str) -> str:
+    """A prompt as the leak check compares it: case and runs of whitespace do not make another task."""
+    return " ".join(prompt.split()).lower()
 
 
 def curate(out: Path, candidate_runs: list[Path], reference_dir: str | None) -> Path:
