@@ -20,7 +20,7 @@ JSON is {aspect: {"icc_a1", "bias", "loa_low", "loa_high", "pearson_r", "n", "ic
 confidence interval of its statistic at level `ci_level`. A statistic or bound that is undefined for
 the data is null: Pearson r and its interval when one rater gives every story the same score,
 ICC(A,1) and its interval when every score is identical, Pearson r's interval with 3 stories or
-fewer.
+fewer, and every statistic of an aspect with a single story (its `n` says so).
 """
 
 from __future__ import annotations
@@ -194,9 +194,11 @@ def agreement(human: Sequence[float], judge: Sequence[float], level: float = CI_
 def read_ratings(path: str | Path) -> dict[str, tuple[list[float], list[float]]]:
     """Read a ratings CSV into {aspect: (human scores, judge scores)}, aspects in file order.
 
+    An aspect with a single story is kept: its statistics are undefined (`agreement`), not an error.
+
     Raises:
-        UsageError: Missing file or columns, a non-numeric score, a repeated (story_id, aspect),
-            or an aspect with fewer than 2 stories.
+        UsageError: Missing file or columns, a non-numeric or non-finite score, a repeated
+            (story_id, aspect), or no row at all.
     """
     path = Path(path)
     if not path.is_file():
@@ -215,17 +217,19 @@ def read_ratings(path: str | Path) -> dict[str, tuple[list[float], list[float]]]
                 raise UsageError(f"{path}:{line}: story {key[0]!r} rated twice for aspect {key[1]!r}")
             seen.add(key)
             human, judge = by_aspect.setdefault(row["aspect"], ([], []))
-            human.append(_score(row["human"], path, line, "human"))
-            judge.append(_score(row["judge"], path, line, "judge"))
+            human.append(parse_score(row["human"], path, line, "human"))
+            judge.append(parse_score(row["judge"], path, line, "judge"))
     if not by_aspect:
         raise UsageError(f"{path}: no ratings")
-    for aspect, (human, _) in by_aspect.items():
-        if len(human) < 2:
-            raise UsageError(f"{path}: aspect {aspect!r} has {len(human)} story; alignment needs at least 2")
     return by_aspect
 
 
-def _score(value: str | None, path: Path, line: int, column: str) -> float:
+def parse_score(value: str | None, path: str | Path, line: int, column: str) -> float:
+    """A score cell of a ratings CSV as a finite number (`review-lab align`, `review-lab view --human`).
+
+    Raises:
+        UsageError: an empty, non-numeric or non-finite cell, naming the file, line and column.
+    """
     try:
         score = float(value or "")
     except ValueError:
@@ -238,8 +242,15 @@ def _score(value: str | None, path: Path, line: int, column: str) -> float:
 def alignment_table(
     ratings: dict[str, tuple[list[float], list[float]]], level: float = CI_LEVEL
 ) -> dict[str, Agreement]:
-    """Alignment statistics per aspect, in the order of `ratings`, with intervals at `level`."""
-    return {aspect: agreement(human, judge, level) for aspect, (human, judge) in ratings.items()}
+    """Alignment statistics per aspect, in the order of `ratings`, with intervals at `level`.
+
+    An aspect with fewer than 2 stories has none defined: every statistic is NaN and its `n` says
+    why, so one sparsely judged aspect leaves the others' statistics standing.
+    """
+    level = check_level(level)
+    return {aspect: agreement(human, judge, level) if len(human) >= 2 else
+            Agreement(math.nan, math.nan, math.nan, math.nan, math.nan, n=len(human), ci_level=level)
+            for aspect, (human, judge) in ratings.items()}
 
 
 def _json_value(value: float | int | tuple) -> float | int | list | None:

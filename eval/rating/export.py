@@ -30,6 +30,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 from eval.alignment import CI_LEVEL, alignment_table, read_ratings
+from eval.compare.pairs import number
 from eval.rating import store
 from eval.rating import agreement
 from eval.rating.agreement import alpha_interval, interval, krippendorff_alpha, nominal, verdict_agreement
@@ -80,7 +81,7 @@ def _write_csv(path: Path, meta: dict, stories: dict, by_story: dict) -> int:
         for aspect in meta["aspects"]:
             for sid, votes in by_story.get(aspect, {}).items():
                 s, judge = stories[sid], stories[sid]["judge"].get(aspect)
-                if judge is None:
+                if not number(judge):  # missing (null), or anything but a finite score: left out, never 0
                     unjudged += 1
                     continue
                 values = list(votes.values())
@@ -96,7 +97,7 @@ def _aspect_table(meta: dict, by_story: dict, csv_path: Path | None) -> dict[str
     if csv_path is not None:
         try:
             aligned = alignment_table(read_ratings(csv_path))
-        except UsageError as exc:  # fewer than 2 judged stories: the rest of the table still stands
+        except UsageError as exc:  # no judged story at all: the rest of the table still stands
             aligned, note = {}, str(exc)
         else:
             note = None
@@ -202,7 +203,7 @@ def table_markdown(report: dict) -> str:
              f"| ICC(A,1) {ci} | bias | 95% LoA | Pearson r {ci} |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for aspect, a in report["aspects"].items():
-        loa = f"[{f(a['loa_low'])}, {f(a['loa_high'])}]" if "loa_low" in a else "n/a"
+        loa = f"[{f(a['loa_low'])}, {f(a['loa_high'])}]" if f(a.get("loa_low")) != "n/a" else "n/a"
         lines.append(f"| {aspect} | {a['n_stories']} | {f(a['human_mean'], 2)} ± {f(a['human_std'], 2)} | "
                      f"{with_ci(a, 'alpha')} | {with_ci(a, 'icc_a1')} | {f(a.get('bias'))} | {loa} | "
                      f"{with_ci(a, 'pearson_r')} |")

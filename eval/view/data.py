@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from eval.alignment import parse_score
 from eval.compare import story_value
 from eval.metrics.catalog import EXTRA_METRICS, JUDGE_AVERAGE, RULE, Catalog
 from eval.report import summarize_frameworks
@@ -100,25 +101,49 @@ def _judge_mode(eval_dir: Path) -> str | None:
 
 def read_human(path: str | Path) -> dict[tuple, dict[str, dict]]:
     """Human consensus per story from `review-lab rate export`'s ratings.csv:
-    {(story id, writer, prompt hash): {aspect: {"mean", "n"}}}. A hand-made alignment CSV (story_id,
-    aspect, human, judge) matches on the story id alone: (story id, None, None)."""
+    {(run, story id, writer, prompt hash): {aspect: {"mean", "n"}}}, and the same under (story id,
+    writer, prompt hash) where only one run has that story (two runs of one framework and writer,
+    e.g. two decoding settings, share story ids). A hand-made alignment CSV (story_id, aspect,
+    human, judge) matches on the story id alone: (story id, None, None).
+
+    Raises:
+        UsageError: a missing file or column, a human score that is not a finite number, an n_raters
+            that is not a whole number, or a story rated twice for one aspect.
+    """
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"--human {path}: no such file (review-lab rate export writes DIR/ratings.csv)")
     out: dict[tuple, dict[str, dict]] = {}
+    runs: dict[tuple, set[str]] = {}
     with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.DictReader(fh)
         if not {"story_id", "aspect", "human"} <= set(reader.fieldnames or ()):
             raise UsageError(f"--human {path}: needs the columns story_id, aspect, human")
         for row in reader:
-            try:
-                mean = float(row["human"])
-            except ValueError:
-                raise UsageError(f"--human {path}:{reader.line_num}: human {row['human']!r} is not a number") from None
-            key = ((row["source_story_id"], row.get("model") or None, row.get("prompt_sha256") or None)
-                   if row.get("source_story_id") else (row["story_id"], None, None))
-            out.setdefault(key, {})[row["aspect"]] = {"mean": mean, "n": int(row.get("n_raters") or 0) or None}
+            where = f"--human {path}:{reader.line_num}"
+            value = {"mean": parse_score(row["human"], f"--human {path}", reader.line_num, "human"),
+                     "n": _raters(row.get("n_raters"), where)}
+            story = ((row["source_story_id"], row.get("model") or None, row.get("prompt_sha256") or None)
+                     if row.get("source_story_id") else (row["story_id"], None, None))
+            key = (row.get("run") or None, *story) if row.get("source_story_id") else story
+            if row["aspect"] in out.get(key, {}):
+                raise UsageError(f"{where}: story {story[0]!r} rated twice for aspect {row['aspect']!r}")
+            out.setdefault(key, {})[row["aspect"]] = value
+            if key != story:
+                runs.setdefault(story, set()).add(key[0])
+                out.setdefault(story, {})[row["aspect"]] = value
+    for story, labels in runs.items():
+        if len(labels) > 1:  # which run's? Only the run-qualified keys can say
+            del out[story]
     return out
+
+
+def _raters(value: str | None, where: str) -> int | None:
+    if not value:
+        return None
+    if not value.isdigit():
+        raise UsageError(f"{where}: n_raters {value!r} is not a whole number")
+    return int(value) or None
 
 
 def load_view_data(runs: Sequence[str], eval_dir: str | None = None, compare_dir: str | None = None,
@@ -185,7 +210,7 @@ class _Gathered:
                 metrics: list) -> None:
         run_stories = _last_by(read_jsonl(path / "stories.jsonl"), lambda s: s.get("story_id"))
         scores = self._scores(shared or path / "eval", shared is not None)
-        matched = [self._add_story(index, s, scores, catalog, metrics) for s in run_stories]
+        matched = [self._add_story(index, label, s, scores, catalog, metrics) for s in run_stories]
         manifest = _json(path / "manifest.json") or {}
         self._add_failures(index, path, manifest, {s["prompt_id"] for s in run_stories})
         scored = [r for r in matched if r]
@@ -209,7 +234,8 @@ class _Gathered:
             self._shared_scores = scores
         return scores
 
-    def _add_story(self, index: int, s: dict, scores: dict, catalog: Catalog, metrics: list) -> dict:
+    def _add_story(self, index: int, label: str, s: dict, scores: dict, catalog: Catalog,
+                   metrics: list) -> dict:
         """Record one story with its scores (and its prompt); return its score record ({} if none)."""
         sha = s.get("prompt_sha256") or sha256_text(s["prompt"])
         self.prompts.setdefault(sha, {"id": s["prompt_id"], "aspect": s.get("aspect") or "", "text": s["prompt"]})
@@ -219,9 +245,13 @@ class _Gathered:
                              "missing": score.get("missing") or ({} if score else {"*": "not evaluated"}),
                              "judge": score.get("judge"), "notes": score.get("notes"),
                              "judge_replies": score.get("judge_replies"),
-                             "human": self.human.get((s.get("story_id"), s.get("model"), sha))
-                             or self.human.get((s.get("story_id"), None, None))})
+                             "human": self._human(label, s.get("story_id"), s.get("model"), sha)})
         return score
+
+    def _human(self, label: str, story_id: str | None, model: str | None, sha: str) -> dict | None:
+        """A story's human consensus: its run's, else the one run's that has it, else by id alone."""
+        return (self.human.get((label, story_id, model, sha)) or self.human.get((story_id, model, sha))
+                or self.human.get((story_id, None, None)))
 
     def _add_failures(self, index: int, path: Path, manifest: dict, done: set[str]) -> None:
         for f in read_jsonl(path / "failed.jsonl"):  # ids are unique within a run, not across datasets

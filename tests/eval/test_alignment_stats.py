@@ -6,6 +6,7 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import subprocess
 import sys
 import warnings
@@ -298,13 +299,12 @@ def test_module_entry_point(tmp_path: Path) -> None:
         ("story_id,aspect,human,judge\ns1,A,3,x\ns2,A,3,4\n", "'x' is not a number"),
         ("story_id,aspect,human,judge\ns1,A,3,\ns2,A,3,4\n", "is not a number"),
         ("story_id,aspect,human,judge\ns1,A,nan,3\ns2,A,3,4\n", "not a finite number"),
-        ("story_id,aspect,human,judge\ns1,A,3,4\ns2,A,3,4\ns1,B,3,4\n", "aspect 'B' has 1 story"),
         ("story_id,aspect,human,judge\ns1,A,3,4\ns1,A,2,4\n", "rated twice"),
         ("story_id,aspect,human,judge\n", "no ratings"),
         ("", "missing column(s)"),
     ],
     ids=[
-        "missing-file", "missing-column", "non-numeric", "empty-value", "nan", "one-story", "duplicate", "no-rows",
+        "missing-file", "missing-column", "non-numeric", "empty-value", "nan", "duplicate", "no-rows",
         "empty",
     ],
 )
@@ -317,3 +317,18 @@ def test_cli_bad_input_exits_2_with_one_line(
     assert exit_info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+
+
+def test_an_aspect_with_one_story_is_undefined_and_leaves_the_others(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    # A rating export leaves out the stories the judge did not score: one sparsely judged aspect
+    # must not cost the other aspects their statistics, nor make the file unreadable.
+    text = GOOD + "s0,Ethics,3,4\n"
+    out = tmp_path / "alignment.json"
+    assert main(["--ratings", str(_write(tmp_path, text)), "--out", str(out)]) == 0
+    table = json.loads(out.read_text(encoding="utf-8"))
+    assert table["Ethics"]["n"] == 1
+    assert all(table["Ethics"][k] is None for k in ("icc_a1", "bias", "loa_low", "pearson_r"))
+    assert table["Ethics"]["icc_a1_ci"] == [None, None]
+    assert table["Character Depth"]["icc_a1"] == pytest.approx(44 / 53)
+    assert re.search(r"^Ethics +1 +n/a +n/a$", capsys.readouterr().out, re.MULTILINE)

@@ -20,8 +20,10 @@ pytestmark = pytest.mark.browser
 class Rater:
     """One rater's page in its own browser context, with everything it did that it should not."""
 
-    def __init__(self, browser, link: str):
+    def __init__(self, browser, link: str, init_script: str | None = None):
         self.context = browser.new_context()
+        if init_script:
+            self.context.add_init_script(init_script)
         self.page = self.context.new_page()
         self.problems: list[str] = []
         self.page.on("pageerror", lambda e: self.problems.append(f"error: {e}"))
@@ -113,3 +115,17 @@ def test_a_killed_server_loses_no_submitted_rating(browser, tmp_path):
     finally:
         proc.kill()
         proc.wait(timeout=10)
+
+
+# What a plain-http origin other than localhost (a lab network, `--host 0.0.0.0`) lacks: the
+# browser exposes crypto.randomUUID to secure contexts only.
+INSECURE_CONTEXT = "delete Crypto.prototype.randomUUID;"
+
+
+def test_saving_works_outside_a_secure_context(browser, served):
+    base, db, _, tokens = served
+    ann = Rater(browser, f"{base}/r/{tokens['ann']}", init_script=INSECURE_CONTEXT)
+    assert ann.page.evaluate("typeof crypto.randomUUID") == "undefined"
+    ann.rate(3, done=1)
+    assert sorted(current(db)["ann"].values()) == [3] * 5
+    assert ann.problems == []

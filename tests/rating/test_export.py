@@ -153,3 +153,34 @@ def test_export_of_a_missing_database_is_an_error(tmp_path):
     with pytest.raises(UsageError, match="no rating database"):
         export(tmp_path / "none.sqlite", tmp_path / "out")
     assert not (tmp_path / "none.sqlite").exists()
+
+
+def test_one_sparsely_judged_aspect_leaves_the_others_aligned(tmp_path):
+    # The judge scored ethics on one story only, and the database holds a judge value that is no
+    # score (NaN) for logic on another: both are left out and counted, never 0, and every other
+    # aspect keeps its statistics, in agreement.json and in the ratings.csv that align reads.
+    db = tmp_path / "r.sqlite"
+    conn, meta = open_study(db, write_study_runs(tmp_path / "runs"), "likert", seed=3)
+    add_raters(conn, meta, ["ann", "bob"])
+    with store.transaction(conn):
+        for r in conn.execute("SELECT sid, story_id, judge FROM stories").fetchall():
+            judge = json.loads(r["judge"])
+            if "robot-01" not in r["story_id"]:
+                judge["ethics"] = None
+            if "voice-01" in r["story_id"]:
+                judge["logic"] = math.nan
+            conn.execute("UPDATE stories SET judge = ? WHERE sid = ?", (json.dumps(judge), r["sid"]))
+    conn.close()
+    rate(db, {"ann": {"voice-01": 1, "robot-01": 4, "mars-01": 3}, "bob": {"voice-01": 2, "robot-01": 4, "mars-01": 2}},
+         ASPECTS)
+    report = export(db, tmp_path / "out")
+    assert report["unjudged"] == 3
+    aspects = report["aspects"]
+    assert aspects["concepts"]["n"] == 3 and aspects["concepts"]["icc_a1"] is not None
+    assert aspects["logic"]["n"] == 2 and aspects["characters"]["pearson_r"] is not None
+    assert aspects["ethics"]["n"] == 1 and math.isnan(aspects["ethics"]["icc_a1"])
+    table = alignment_table(read_ratings(tmp_path / "out" / "ratings.csv"))
+    assert {a: t.n for a, t in table.items()} == {"concepts": 3, "logic": 2, "characters": 3, "world_building": 3,
+                                                  "ethics": 1}
+    assert "| ethics | 3 | 2.67 ± 1.26 | 0.773 [-0.667, 0.906] | n/a | n/a | n/a | n/a |" in (
+        tmp_path / "out" / "table4.md").read_text(encoding="utf-8")

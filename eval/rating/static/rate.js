@@ -60,11 +60,17 @@ function show(i) {
   window.scrollTo(0, 0);
 }
 
+// 128 random bits as 32 hex digits. Not crypto.randomUUID: browsers offer it only to secure contexts
+// (https or localhost), and a study served on a lab network (--host 0.0.0.0) is plain http.
+function submissionId() {
+  return Array.from(crypto.getRandomValues(new Uint8Array(16)), (b) => b.toString(16).padStart(2, "0")).join("");
+}
+
 async function save() {
   const story = DATA.stories[current], values = chosen();
   if (Object.keys(values).length < DATA.aspects.length) return setStatus("error", "Rate every aspect first.");
   const key = story.id + JSON.stringify(values);
-  if (!pending || pending.key !== key) pending = { key, submission: crypto.randomUUID() };
+  if (!pending || pending.key !== key) pending = { key, submission: submissionId() };
   document.getElementById("save").disabled = true;
   setStatus("saving", "Saving…");
   try {
