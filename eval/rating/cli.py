@@ -11,6 +11,7 @@ labelled JSONL, the agreement report and Table 4.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -40,8 +41,14 @@ def _serve(args) -> int:
     except OSError as exc:  # the port is taken, the address is not this machine's
         raise UsageError(f"cannot listen on {args.host}:{args.port}: {exc.strerror or exc}") from None
     host, port = server.server_address[:2]
-    shown = "127.0.0.1" if host in ("0.0.0.0", "") else host  # noqa: S104 - only what is printed
+    # Bound to every interface, the links must name an address other machines reach: this host's name
+    # (127.0.0.1 would send a remote rater to their own machine).
+    everywhere = host in ("0.0.0.0", "::", "")  # noqa: S104 - only what is printed
+    shown = socket.gethostname() if everywhere else host
     print(f"{meta['mode']} study of {meta['n_stories']} stories in {args.db}; {len(raters)} rater(s):", flush=True)
+    if everywhere:
+        print(f"  (listening on every interface: where raters cannot resolve {shown!r}, use this machine's address)",
+              flush=True)
     for r in raters:
         print(f"  {r.name}: http://{shown}:{port}/r/{r.token}", flush=True)
     print("serving; Ctrl-C stops (every saved rating is already in the database)", flush=True)

@@ -16,7 +16,7 @@ from eval.rating import store
 from eval.rating.cli import main
 from eval.rating.study import open_study
 from generate.common.errors import UsageError
-from tests.rating.conftest import ASPECTS, SECRET_NAMES, page_data, write_study_runs
+from tests.rating.conftest import ASPECTS, SECRET_NAMES, page_data, start_server, write_study_runs
 
 
 def request(base: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
@@ -175,3 +175,14 @@ def test_a_port_in_use_is_one_error(study):
         taken.listen()
         with pytest.raises(UsageError, match="cannot listen on 127.0.0.1"):
             main(["serve", "--db", str(db), "--port", str(taken.getsockname()[1])])
+
+
+def test_links_of_a_study_served_on_every_interface_name_this_machine(study):
+    """127.0.0.1 in a link sent to a rater on another machine points at the rater's own machine."""
+    db, _, _ = study
+    proc, links = start_server(["--db", str(db), "--host", "0.0.0.0"])
+    try:
+        assert links and all(urlsplit(link).hostname == socket.gethostname().lower() for link in links.values())
+    finally:
+        proc.terminate()
+        proc.wait()
