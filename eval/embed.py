@@ -30,8 +30,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from eval.scorers.fingerprint import directory_hash, package_version
 from eval.text import chunk_words
+from generate.common.fingerprint import directory_hash, package_version
 from generate.common.paths import cache_root
 
 if TYPE_CHECKING:

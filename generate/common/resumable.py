@@ -42,10 +42,11 @@ from generate.common.manifest import sha256_text, update_manifest
 log = logging.getLogger(__name__)
 
 ADVICE = "use another --out to start a new one"
-# The hf backend computes in bf16 or float32 by the CPU: resumed on another machine, the same
-# command would sample from other logits and mix both in one output.
-NUMERICS_ADVICE = ("the backend picks them by the machine: finish on a machine like the first, "
-                   "or use another --out")
+# The hf backend computes in bf16 or float32 by the CPU, and a model retrained into the same
+# directory has other weights: resumed on another machine or after retraining, the same command
+# would sample from other logits and mix both in one output.
+NUMERICS_ADVICE = ("finish with the same weights on a machine like the first (the backend picks its dtype "
+                   "and kernels by the machine), or use another --out")
 
 
 def settings_of(keys: Sequence[str]) -> Callable[[dict], dict]:

@@ -24,6 +24,7 @@ from generate.backends.hf.passes import chunks
 from generate.backends.hf.prefix import greedy_with_prefix
 from generate.backends.hf.static import sample_static
 from generate.backends.hf.store import PrefixStore
+from generate.backends.identity import model_identity
 from generate.common.errors import UsageError
 from generate.common.machine import release_free_memory
 
@@ -72,9 +73,11 @@ class HFBackend(Backend):
     """Local transformers model; one engine call runs a whole batch."""
 
     supports_prefill = True
-    # bf16 or float32 by the CPU (`pick_dtype`); the CPU folder's decode kernel and fused step where
-    # they build (within bf16 rounding of transformers, not bit for bit). Packing changes no number.
-    NUMERICS = ("dtype", "device", "decode_attention", "decode_step")
+    # What changes the numbers a request gets: the weights (`identity`: a model retrained into the
+    # same directory is another model), bf16 or float32 by the CPU (`pick_dtype`), the CPU folder's
+    # decode kernel and fused step where they build (within bf16 rounding of transformers, not bit
+    # for bit). Packing changes no number.
+    NUMERICS = ("dtype", "device", "decode_attention", "decode_step", "identity")
 
     def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None,
                  path: str | None = None):
@@ -95,6 +98,7 @@ class HFBackend(Backend):
             self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=self.dtype).to(self.device).eval()
         except OSError as exc:
             raise UsageError(f"cannot load hf model {model!r}: {str(exc).splitlines()[0]}") from None
+        self.identity = model_identity(model)  # of the weights just loaded, whatever replaces them later
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
         # What the CPU folder speeds up for this model (None: nothing, or no folder): it may pack the
@@ -110,7 +114,8 @@ class HFBackend(Backend):
 
     def describe(self) -> dict:
         return {**super().describe(), "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
-                "batch_size": self.batch_size, "path": self.path, **numerics_fields(self.accel)}
+                "batch_size": self.batch_size, "path": self.path, **numerics_fields(self.accel),
+                "identity": self.identity}
 
     def batch_limit(self, request: ChatRequest) -> int:
         """The static path takes a phase's sampled requests whole and splits them by the card's
