@@ -14,9 +14,10 @@ are adjusted before anything is called significant:
 The family is every test of one comparison; `--metrics` narrows it to the claims one planned.
 
 A small sample can rule significance out before any data is seen: on n pairs the Wilcoxon test
-cannot give a p-value below `min_wilcoxon_p(n)` (2 / 2^n for the exact test, a little lower with
-ties), so with 8 prompts and 30 tests Holm can call nothing significant. `attainable` says so, and
-how many prompts would be needed, so that "no significant difference" is not read as evidence.
+cannot give a p-value below `min_wilcoxon_p(n)` (2 / 2^n up to 50 pairs; lower with ties beyond,
+where scipy uses the normal approximation), so with 8 prompts and 30 tests Holm can call nothing
+significant. `attainable` says so, and how many prompts would be needed, so that "no significant
+difference" is not read as evidence.
 """
 
 from __future__ import annotations
@@ -81,8 +82,9 @@ def min_wilcoxon_p(n: int) -> float | None:
     """The smallest p-value the Wilcoxon signed-rank test can give on n pairs (None below 2).
 
     Reached when every difference has the same sign: with distinct values the exact test gives
-    2 / 2^n; with every value tied scipy uses the normal approximation with the tie correction,
-    which is lower for small n. Both are asked of the test itself (`eval.stats.wilcoxon_p`), so
+    2 / 2^n; with every value tied scipy uses a permutation test (same floor) up to 13 pairs and
+    the normal approximation with the tie correction beyond, lower than the exact test's floor
+    above 50 pairs. Both are asked of the test itself (`eval.stats.wilcoxon_p`), so
     the floor follows whatever method scipy picks. Zero differences are dropped by the test, so
     they only raise the floor.
     """

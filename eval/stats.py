@@ -24,6 +24,8 @@ import numpy as np
 
 # Bound on resampled indices held in memory at once (B x n int64 values, ~16 MB).
 _MAX_BLOCK_VALUES = 2_000_000
+# Paired differences are rounded to this share of the largest value compared (`paired_differences`).
+_DIFF_RESOLUTION = 1e-12
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,26 @@ def summarize(values: Sequence[float | None], clusters: Sequence[str] | None = N
     return Summary(mean, std, se, int(x.size), n_clusters)
 
 
+def paired_differences(run: Sequence[float], base: Sequence[float]) -> np.ndarray:
+    """run - base, pair by pair, rounded to a grid of about `_DIFF_RESOLUTION` times the largest |value|.
+
+    The values are per-prompt means, whose float rounding depends on how each was summed: a prompt
+    whose three stories average exactly its base score differs by -2e-16 (mean of 4.3, 4.4, 4.5
+    minus 4.4), and two equal gains differ in their last bits. The Wilcoxon test ranks |d|, so
+    unrounded, such noise counts as a loss of rank 1 (eight such prompts give p = 0.0078 and a CI
+    excluding 0) and breaks ties; on the grid an equal prompt differs by exactly 0, which the test
+    drops, and equal gains tie.
+    """
+    r, b = np.asarray(run, dtype=np.float64), np.asarray(base, dtype=np.float64)
+    if r.shape != b.shape or r.ndim != 1:
+        raise ValueError(f"run and base must be 1-d and of one length, got shapes {r.shape} and {b.shape}")
+    scale = _DIFF_RESOLUTION * float(np.max(np.abs(np.concatenate([r, b])), initial=0.0))
+    if scale == 0 or not math.isfinite(scale):
+        return r - b
+    step = 2.0 ** math.floor(math.log2(scale))  # a power of two: a difference on the grid (0.5) stays exact
+    return np.rint((r - b) / step) * step
+
+
 def paired_bootstrap_ci(
     diffs: Sequence[float], n_boot: int = 10_000, alpha: float = 0.05, seed: int = 0
 ) -> tuple[float, float]:
@@ -152,7 +174,7 @@ def paired_test(diffs: Sequence[float], n_boot: int = 10_000, alpha: float = 0.0
     """Mean paired difference, its bootstrap CI and Wilcoxon p.
 
     Args:
-        diffs: One difference per prompt (run minus base); at least one.
+        diffs: One difference per prompt (run minus base, from `paired_differences`); at least one.
         n_boot: Bootstrap resamples.
         alpha: Significance level; the CI has level 1 - alpha.
         seed: Bootstrap seed.

@@ -20,7 +20,7 @@ from eval.compare.runs import Run
 from eval.compare.verdict import verdict
 from eval.metrics.catalog import Catalog
 from eval.multiplicity import CORRECTIONS, attainable
-from eval.stats import paired_test, significant, summarize
+from eval.stats import paired_differences, paired_test, significant, summarize
 from generate.common.errors import UsageError
 
 log = logging.getLogger("eval.compare")
@@ -59,7 +59,8 @@ def _gain(base: dict[str, float], run: dict[str, float], prompts: set[str], ids:
     if not paired:
         return {"gain": None, "ci_low": None, "ci_high": None, "p_value": None, "n_pairs": 0,
                 "p_adjusted": None, "significant": False, **result, "gain_per_extra_base_tokens": None}
-    test = paired_test([run[p] - base[p] for p in paired], n_boot=n_boot, alpha=alpha, seed=seed)
+    diffs = paired_differences([run[p] for p in paired], [base[p] for p in paired])
+    test = paired_test(diffs, n_boot=n_boot, alpha=alpha, seed=seed)
     per_cost = test.gain / extra if extra is not None and extra > 0 else None
     # The call is made by `_correct`, once every test of the comparison is known.
     return {**asdict(test), "p_adjusted": None, "significant": False, **result, "gain_per_extra_base_tokens": per_cost}

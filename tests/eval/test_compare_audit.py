@@ -16,6 +16,7 @@ from eval.compare.cli import main as compare_main
 from eval.compare.plots import plot_cost_vs_gain
 from eval.compare.report import render_markdown
 from eval.metrics.catalog import JUDGE_AVERAGE, Catalog
+from eval.stats import paired_differences, wilcoxon_p
 from generate.common.manifest import sha256_bytes, sha256_text
 
 ASPECTS = {"concepts": "Concepts", "ethics": "Ethics"}
@@ -120,3 +121,29 @@ def test_every_novelty_metric_gets_a_marker_past_the_fifth(tmp_path, monkeypatch
                         lambda ax, *a, **k: drawn.append(k.get("label")) or real(ax, *a, **k))
     plot_cost_vs_gain(comparison, tmp_path / "cost.png")
     assert [label for label in drawn if label] == rule
+
+
+# Eight prompts on which three agents' scores average exactly the single story's: b - 0.1, b, b + 0.1.
+EQUAL_MEANS = (1.1, 1.35, 1.6, 1.85, 4.15, 4.4, 4.65, 4.9)
+
+
+def test_a_prompt_whose_mean_equals_the_base_is_no_difference(tmp_path):
+    """The audit's case: float rounding made each prompt's mean of the three stories 2e-16 below
+    the base story (np.mean([4.3, 4.4, 4.5]) - 4.4 < 0), so eight equal prompts were eight losses:
+    gain -7e-16, CI excluding 0, Wilcoxon p 0.0078, "significantly worse". Equal is a difference of 0."""
+    base = [{"prompt": f"p{i}", "concepts": b, "ethics": 3.0} for i, b in enumerate(EQUAL_MEANS)]
+    three = [{"prompt": f"p{i}", "agent": f"a{k}", "concepts": v, "ethics": 3.0} for i, b in enumerate(EQUAL_MEANS)
+             for k, v in enumerate((round(b - 0.1, 2), b, round(b + 0.1, 2)))]
+    runs = [load_run("base", write_run(tmp_path, "base", base)), load_run("three", write_run(tmp_path, "three", three))]
+    gain = compare(runs, metrics=["concepts"], n_boot=500)["gains"]["concepts"]["three"]
+    assert (gain["gain"], gain["ci_low"], gain["ci_high"], gain["p_value"]) == (0.0, 0.0, 0.0, 1.0)
+    assert gain["n_pairs"] == 8 and not gain["significant"]
+
+
+def test_equal_paired_differences_tie_and_zero_is_zero():
+    third, other_third = np.mean([4.0, 4.0, 5.0]), np.mean([1.0, 1.0, 2.0])  # 4 + 1/3 and 1 + 1/3, rounded
+    d = paired_differences([4.0, *[other_third] * 4, np.mean([4.3, 4.4, 4.5]), 3.0], [third, *[1.0] * 4, 4.4, 2.5])
+    assert set(np.abs(d[:5])) == {-d[0]} and d[0] == pytest.approx(-1 / 3) and d[5] == 0.0 and d[6] == 0.5
+    # Unrounded, the loss of 1/3 ranked below the four equal gains and the equal prompt counted as a
+    # loss of rank 1: p 0.0625. Tied, and the equal prompt dropped, the test gives 0.1875.
+    assert wilcoxon_p(d) == pytest.approx(wilcoxon_p([-1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.5])) == pytest.approx(0.1875)
