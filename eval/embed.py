@@ -122,8 +122,8 @@ def encoder_identity(name: str) -> str:
     name must not be reused.
 
     A packaged model is its packages' names and versions; a local directory is "sha256:" and the
-    hash of its files (`directory_hash`: once per process while its files are unchanged); anything else (a hub id) is its name, since what it stands for is known
-    only once loaded.
+    hash of its files (`directory_hash`: once per process while its files are unchanged); anything
+    else (a hub id) is its name, since what it stands for is known only once loaded.
     """
     packages = {DEFAULT_EMBEDDER: (_MINILM_DIST,), "all-mpnet-base-v2": _MPNET_PARTS}.get(name)
     if packages:

@@ -8,7 +8,8 @@ whether a weak Detector's scores carry any signal even when they all sit on one 
 Undefined values (no response called good: precision; one class only: recall or AUC) are None,
 never 0; F1 is 2 TP / (2 TP + FP + FN), 0 when good responses exist and none is called good (a
 Detector that calls everything bad finds nothing: leaving such resamples out of F1's bootstrap
-interval would lift it), None only without any good response or "good" verdict. Responses without a verdict (the Detector failed) are counted as `missing` and left out.
+interval would lift it), None only without any good response or "good" verdict. Responses
+without a verdict (the Detector failed) are counted as `missing` and left out.
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ pairs a user trusts, and the classic reference corpus, whose ~250-word chunks ar
 evaluation's (`eval.reference.ReferenceCorpus`): their embeddings come from that corpus's own
 cache, so the corpus is embedded once for evaluation, rewards and curation alike. Exemplar
 embeddings are cached the same way, under a key covering the file's bytes and the encoder (its
-name and identity, as the corpus cache), and written atomically. The query is the candidate's writing task (one query per prompt, so every
-candidate of a prompt is judged against the same examples, which keeps within-prompt pairs fair).
+name and identity, as the corpus cache), and written atomically. The query is the candidate's
+writing task (one query per prompt, so every candidate of a prompt is judged against the same
+examples, which keeps within-prompt pairs fair).
 """
 
 from __future__ import annotations
