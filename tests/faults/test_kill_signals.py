@@ -39,10 +39,14 @@ def test_curation_killed_five_times(tmp_path, env):
     exemplars = write_jsonl(tmp_path / "exemplars.jsonl", [
         {"prompt": "A comet", "response": "Its tail combed the dark like silver hair over the sleeping colony."}])
     out = tmp_path / "out"
+    # Two sequences per forward pass: the journal grows call by call, so each of the five kills has a
+    # write to follow and a phase to land in, however fast the machine (a phase of 12 calls in one
+    # batch was a single write: on a fast CPU the whole run finished before its fifth kill). The
+    # time kills come early: on such a CPU the run takes a few seconds after loading.
     cmd = [PYTHON, "-m", "rewards.curate", "--candidates", str(stories), "--exemplars", str(exemplars), "--k", "1",
-           "--list-tokens", "24", "--out", str(out)]
+           "--list-tokens", "24", "--batch-size", "2", "--out", str(out)]
     run = kill_and_resume(cmd, watch=[out / "calls.jsonl", out / "judgments.jsonl"], kills=5, seed=4, time_kills=2,
-                          early=(3.0, 15.0), env=env, cwd=REPO, journal=out / "calls.jsonl",
+                          early=(2.0, 6.0), env=env, cwd=REPO, journal=out / "calls.jsonl",
                           log_dir=tmp_path / "logs", timeout=900)
     assert run.final.returncode == 0, run.final.stderr[-3000:]
     assert run.kills == 5, run.summary()
