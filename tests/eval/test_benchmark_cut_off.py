@@ -24,7 +24,7 @@ def write_stories(run: Path, framework: str, flags: list[bool | None]) -> None:
 
 def test_the_cut_off_share_per_framework_or_na(tmp_path):
     write_stories(tmp_path / "single", "single", [True, False, False, False])
-    write_stories(tmp_path / "review", "review", [None, None])
+    write_stories(tmp_path / "review", "review", [None, None, None, None])
     rows = write_benchmark(tmp_path, ["single", "review"], "Benchmark")
     assert rows["single"]["cut_off"] == pytest.approx(0.25) and rows["review"]["cut_off"] is None
     lines = (tmp_path / "benchmark.md").read_text().splitlines()
