@@ -12,6 +12,11 @@ equal to the default shares one directory (`<out>/default/`) across axes instead
 again. Each point also records its inference cost per prompt (calls, tokens), because what a
 setting gains is only half the answer. Writes sweep.json, sweep.md (mean ± std over stories) and
 one PNG per swept setting (means with standard-error bars, tokens per prompt in the last panel).
+
+Every point is summarised over the same prompts, those of the invocation that every point finished
+(`eval.benchmark.coverage`), and the tables say what each point has outside them. Like the
+benchmark, the sweep goes on past a point with failed prompts or stories left to score, writes its
+tables, and ends with one line naming what is left (exit 1): a re-run finishes them.
 """
 
 from __future__ import annotations
@@ -23,23 +28,24 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
+from eval.benchmark.coverage import RunRecords, common_prompts, coverage_lines, left_out
+from eval.benchmark.run import eval_config, run_and_evaluate
 from eval.compare import inference_cost
 from eval.corpus.resolve import reference_dir_option
 from eval.metrics.catalog import JUDGE, Catalog
 from eval.plotting import pyplot
-from eval.report import CELL_NOTE, cell, mark_missing, mean_and_se, read_summary
+from eval.report import CELL_NOTE, cell, mark_missing, mean_and_se
 from eval.rubric import MODES
-from eval.run import EvalConfig, Evaluator
 from generate.backends import ModelOptions, check_spec
 from generate.backends.options import batch_size_option
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
-from generate.common.jsonl import read_jsonl
+from generate.common.lock import output_lock
 from generate.common.manifest import write_manifest
 from generate.common.ranges import AT_LEAST_1, OneOf, check_options, checked, in_range
 from generate.datasets import check_dataset
 from generate.frameworks import FRAMEWORKS
-from generate.runner import RunConfig, Runner, raise_failures, run_collecting
+from generate.runner import RunConfig, Runner, raise_failures
 
 log = logging.getLogger("sweep")
 SWEEPABLE = {"rounds": int, "agents": int, "top_p": float, "temperature": float}
@@ -68,15 +74,22 @@ class SweepConfig(ModelOptions):
 
 
 def parse_grid(specs: list[str]) -> dict[str, list]:
-    grid = {}
+    """{setting: its values} of `--grid NAME=v1,v2,...` specs. A setting given twice, or a value
+    given twice for one setting, is refused: the later spec would replace the earlier one's points
+    (or repeat a row), and a point the user asked for would be missing from the tables unsaid."""
+    grid: dict[str, list] = {}
     for spec in specs:
         name, _, values = spec.partition("=")
         if name not in SWEEPABLE or not values:
             raise UsageError(f"bad --grid {spec!r}; expected NAME=v1,v2,... with NAME in {', '.join(SWEEPABLE)}")
+        if name in grid:
+            raise UsageError(f"--grid {name} given twice; give all its values in one --grid {name}=v1,v2,...")
         try:
             grid[name] = [SWEEPABLE[name](v) for v in values.split(",")]
         except ValueError:
             raise UsageError(f"bad value in --grid {spec!r}") from None
+        if len(set(grid[name])) < len(grid[name]):
+            raise UsageError(f"--grid {spec!r} names a value twice")
     return grid
 
 
@@ -95,7 +108,8 @@ def plot_axis(name: str, points: list[dict], catalog: Catalog, path: Path) -> No
     for ax in axes:
         ax.set_xlabel(name)
         ax.set_xticks(xs)
-    axes[0].legend(fontsize=6)
+    if judge:  # none when no point was evaluated
+        axes[0].legend(fontsize=6)
     tokens = [p["cost"]["total_tokens"] if p["cost"] else math.nan for p in points]
     axes[-1].plot(xs, tokens, marker="o", color="black")
     axes[-1].set_title("Tokens per prompt", fontsize=9)
@@ -134,37 +148,45 @@ def main(argv: Sequence[str] | None = None) -> int:
                        example=EXAMPLE)
     out = Path(cfg.out)
     runs = point_runs(cfg, parse_grid(cfg.grid), out)
-    write_manifest(out, kind="sweep", config=asdict(cfg), seed=cfg.seed)
-    model = cfg.load(cfg.model)
-    results: dict[str, list[dict]] = {}
-    catalog = None
-    failed: dict[str, dict[str, str]] = {}
-    for name, points in runs.items():
-        results[name] = []
-        for value, run in points:
-            point = Path(run.out)
-            stories = run_collecting(Runner(run, model=model), failed)
-            ecfg = EvalConfig(stories=[str(stories)], out=str(point / "eval"), judge=cfg.judge or cfg.model,
-                              judge_mode=cfg.judge_mode, reference_dir=cfg.reference_dir,
-                              reference_max_chunks=cfg.reference_max_chunks, seed=cfg.seed, **cfg.connection())
-            Evaluator(ecfg, models={cfg.model: model}).run()
-            catalog, by_framework = read_summary(point / "eval" / "summary.json")
-            records = list(read_jsonl(stories))
-            cost = inference_cost(records, {r["prompt_id"] for r in records})
-            results[name].append({"value": value, "run": str(point), "summary": by_framework[cfg.framework],
-                                  "cost": cost})
-        plot_axis(name, results[name], catalog, out / f"sweep_{name}.png")
-    (out / "sweep.json").write_text(json.dumps({"metrics": catalog.to_json(), "axes": results}, indent=2) + "\n")
-    (out / "sweep.md").write_text(render(results, cfg.framework, catalog))
+    with output_lock(out):  # one sweep per directory: its manifest and tables describe that one
+        write_manifest(out, kind="sweep", config=asdict(cfg), seed=cfg.seed)
+        model = cfg.load(cfg.model)
+        failed: dict[str, dict[str, str]] = {}
+        unscored: dict[str, str] = {}
+        asked: list[str] = []
+        for run in {run.out: run for points in runs.values() for _, run in points}.values():  # default: once
+            runner = Runner(run, model=model)
+            asked = asked or [t.id for t in runner.tasks]
+            run_and_evaluate(runner, eval_config(cfg, runner.out), model, failed, unscored)
+        catalog, results, coverage = sweep_results(cfg.framework, runs, asked)
+        for name, points in results.items():
+            plot_axis(name, points, catalog, out / f"sweep_{name}.png")
+        payload = {"metrics": catalog.to_json(), "axes": results, "coverage": coverage}
+        (out / "sweep.json").write_text(json.dumps(payload, indent=2) + "\n")
+        (out / "sweep.md").write_text(render(results, cfg.framework, catalog, coverage))
     log.info("sweep written to %s", out)
-    raise_failures(failed)
+    raise_failures(failed, unscored)
     return 0
 
 
-def render(results: dict[str, list[dict]], framework: str, catalog: Catalog) -> str:
+def sweep_results(framework: str, runs: dict[str, list[tuple[object, RunConfig]]],
+                  asked: list[str]) -> tuple[Catalog, dict[str, list[dict]], dict]:
+    """(catalog, {axis: [{value, run, summary, cost}]}, coverage): every point's summary and cost
+    over the same prompts, those asked that every point finished (`coverage.common_prompts`)."""
+    records = {run.out: RunRecords.read(Path(run.out)) for points in runs.values() for _, run in points}
+    common = common_prompts(records, asked)
+    catalog = next((r.catalog for r in records.values() if r.catalog is not None), None) or Catalog.from_aspects({})
+    results = {name: [{"value": value, "run": run.out, "summary": records[run.out].summary(framework, common) or {},
+                       "cost": inference_cost(records[run.out].stories, common) if common else None}
+                      for value, run in points] for name, points in runs.items()}
+    left = left_out({Path(out).name: r for out, r in records.items()}, common, asked)
+    return catalog, results, {"prompts": sorted(common), "left_out": left}
+
+
+def render(results: dict[str, list[dict]], framework: str, catalog: Catalog, coverage: dict) -> str:
     lines = [f"# Ablation sweep: {framework}", "",
              f"{CELL_NOTE} Cost: mean per prompt over all of the framework's calls. Plots: means with "
-             "standard-error bars.", ""]
+             "standard-error bars.", "", *coverage_lines(set(coverage["prompts"]), coverage["left_out"], "point")]
     for name, points in results.items():
         head = [name, *(m.label for m in catalog.metrics), "Calls/prompt", "Tokens/prompt"]
         lines += [f"## {name}", "", "| " + " | ".join(head) + " |", "|---:|" + "---:|" * (len(head) - 1)]

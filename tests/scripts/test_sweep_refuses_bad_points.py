@@ -30,3 +30,14 @@ def test_every_point_of_a_good_grid_gets_its_run(tmp_path):
     assert [(v, r.rounds, r.agents, r.out) for v, r in runs["rounds"]] == [
         (1, 1, 3, str(tmp_path / "rounds=1")), (3, 3, 3, str(tmp_path / "default"))]
     assert [(v, r.agents, r.limit) for v, r in runs["agents"]] == [(2, 2, 1)]
+
+
+@pytest.mark.parametrize(("grid", "message"), [
+    (["rounds=1,2", "rounds=3"], "--grid rounds given twice"),
+    (["temperature=1,1.0"], "names a value twice"),
+])
+def test_a_point_given_twice_is_refused_not_dropped(grid, message):
+    from generate.common.errors import UsageError
+
+    with pytest.raises(UsageError, match=message):
+        sweep.parse_grid(grid)
