@@ -28,7 +28,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from eval.benchmark.coverage import RunRecords, common_prompts, coverage_lines, left_out
+from eval.benchmark.coverage import RunRecords, common_prompts, coverage_lines, left_out, unlike, unlike_lines
 from eval.benchmark.run import eval_config, run_and_evaluate
 from eval.compare import inference_cost
 from eval.corpus.resolve import reference_dir_option
@@ -180,11 +180,12 @@ def sweep_results(framework: str, runs: dict[str, list[tuple[object, RunConfig]]
                        "cost": inference_cost(records[run.out].stories, common) if common else None}
                       for value, run in points] for name, points in runs.items()}
     left = left_out({Path(out).name: r for out, r in records.items()}, common, asked)
-    return catalog, results, {"prompts": sorted(common), "left_out": left}
+    unlike_points = unlike({Path(out).name: Path(out) for out in records})
+    return catalog, results, {"prompts": sorted(common), "left_out": left, "mismatches": unlike_points}
 
 
 def render(results: dict[str, list[dict]], framework: str, catalog: Catalog, coverage: dict) -> str:
-    lines = [f"# Ablation sweep: {framework}", "",
+    lines = [f"# Ablation sweep: {framework}", "", *unlike_lines(coverage["mismatches"], "point"),
              f"{CELL_NOTE} Cost: mean per prompt over all of the framework's calls. Plots: means with "
              "standard-error bars.", "", *coverage_lines(set(coverage["prompts"]), coverage["left_out"], "point")]
     for name, points in results.items():

@@ -10,14 +10,23 @@ stories of the earlier, larger one), a story whose judge calls are left for the 
 `common_prompts` is the set every run finished among the prompts the invocation asked for; every
 cell of the table (judge and metric summaries, cost, cut-off share) is computed over that set,
 and `left_out` says per run what it holds or lacks outside it, which the table prints beside it.
+
+Each run resumes on its own and checks only itself against its own manifest, and only when it has
+work left, so two rows of one table can still have been evaluated in other invocations with another
+reference corpus, judge weights or metrics version (a corpus fetched between them, code updated).
+`unlike` finds what `review-lab compare` would refuse (`MISMATCH_FIELDS`), and the table says it
+at its top.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+from eval.compare import MISMATCH_FIELDS, check_comparable, load_run
 from eval.metrics.catalog import Catalog
 from eval.report import read_summary, summarize_frameworks
 from generate.common.jsonl import read_jsonl
@@ -98,3 +107,24 @@ def coverage_lines(common: set[str], left: dict[str, dict[str, list[str]]], noun
                      for r in REASONS if r in why]
             lines.append(f"- {name}: " + "; ".join(parts))
     return [*lines, ""]
+
+
+def unlike(runs: Mapping[str, Path]) -> dict[str, dict[str, Any]]:
+    """{field: {run: value}} for each of `MISMATCH_FIELDS` on which the evaluated runs among `runs`
+    (name -> directory) differ, or which one recorded and another did not: what their rows do not
+    compare on."""
+    evaluated = [load_run(name, path) for name, path in runs.items() if (path / "eval" / "summary.json").is_file()
+                 and next(read_jsonl(path / "eval" / "scores.jsonl"), None) is not None]
+    found = check_comparable(evaluated, allow=MISMATCH_FIELDS) if len(evaluated) > 1 else {}
+    # A field no run recorded (runs made before it was) tells nothing apart: not a difference.
+    return {key: values for key, values in found.items() if any(v not in (None, "unknown") for v in values.values())}
+
+
+def unlike_lines(mismatches: dict[str, dict[str, Any]], noun: str = "run") -> list[str]:
+    """Markdown lines, for the top of a table, naming what its rows were not made alike with."""
+    lines = []
+    for key, values in mismatches.items():
+        shown = "; ".join(f"`{name}`: {json.dumps(v, sort_keys=True)[:160]}" for name, v in values.items())
+        lines.append(f"**Not like for like: the {noun}s differ in {key}** (`review-lab compare` refuses such "
+                     f"runs): {shown}.")
+    return [*lines, ""] if lines else []

@@ -16,7 +16,7 @@ from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
-from eval.benchmark.coverage import RunRecords, common_prompts, coverage_lines, left_out
+from eval.benchmark.coverage import RunRecords, common_prompts, coverage_lines, left_out, unlike, unlike_lines
 from eval.compare import COST_FIELDS, cut_off_share, inference_cost
 from eval.metrics.catalog import Catalog
 from eval.report import CELL_NOTE, missing_lines, table
@@ -44,7 +44,8 @@ def benchmark_table(run_dir: Path, frameworks: list[str],
         spent = inference_cost(run.stories, run.generated()) if run.stories else None  # the time it took, all of it
         out[fw] = {"metrics": run.summary(fw, common), "cost": cost, "cut_off": cut_off_share(run.stories, common),
                    "seconds": _seconds(run_dir / fw, spent)}
-    coverage = {"prompts": sorted(common), "left_out": left_out(runs, common, prompts)}
+    coverage = {"prompts": sorted(common), "left_out": left_out(runs, common, prompts),
+                "mismatches": unlike({fw: run_dir / fw for fw in frameworks})}
     return catalog, out, coverage
 
 
@@ -87,7 +88,8 @@ def render(catalog: Catalog | None, rows: dict[str, Any], title: str, coverage: 
         cut = row.get("cut_off")
         extra[fw] = [*cells, "n/a" if cut is None else f"{100 * cut:.0f}%"]
     cells = {fw: row["metrics"] or {} for fw, row in rows.items()}
-    lines = [f"# {title}", "", *table(cells, catalog, extra=extra, extra_head=extra_head), "",
+    lines = [f"# {title}", "", *unlike_lines(coverage["mismatches"], "framework"),
+             *table(cells, catalog, extra=extra, extra_head=extra_head), "",
              f"{CELL_NOTE} Cost: mean per prompt over all of a framework's calls (every agent, teacher included); "
              "seconds are wall time on this machine, amortized over the prompts batched together. Cut off: the "
              "share of final stories that hit the token cap (n/a: the run did not record it).", ""]

@@ -47,7 +47,7 @@ def test_every_row_covers_the_prompts_every_framework_finished(tmp_path):
 
     rows = write_benchmark(tmp_path, ["single", "review"], "Benchmark", prompts=["p0", "p1", "p2"])
     coverage = json.loads((tmp_path / "benchmark.json").read_text())["coverage"]
-    assert coverage == {"prompts": ["p0"], "left_out": {
+    assert coverage == {"prompts": ["p0"], "mismatches": {}, "left_out": {
         "single": {"unfinished elsewhere": ["p1", "p2"], "not asked by this invocation": ["p3"]},
         "review": {"not generated": ["p2"], "not scored": ["p1"]}}}
     md = (tmp_path / "benchmark.md").read_text()
@@ -79,3 +79,23 @@ def test_a_benchmark_names_each_framework_once_and_holds_its_directory(tmp_path,
         errors = [line for line in capsys.readouterr().err.splitlines() if line.startswith("error:")]
         assert info.value.code == 2 and len(errors) == 1 and message in errors[0], errors
         assert not (out / "manifest.json").exists()  # the other benchmark's manifest is left alone
+
+
+def test_rows_evaluated_with_another_corpus_are_flagged_at_the_top(tmp_path):
+    # Each framework resumes on its own: single was evaluated before the full corpus was fetched.
+    for fw, works in (("single", 140), ("review", 150)):
+        write_run(tmp_path / fw, fw, {"p0": 2.0}, calls=1)
+        (tmp_path / fw / "manifest.json").write_text(json.dumps({"dataset_sha256": "d"}))
+        provenance = {"judge": {"model": "m"}, "reference": {"content_sha256": f"works-{works}"}, "metrics_version": 2}
+        (tmp_path / fw / "eval" / "manifest.json").write_text(json.dumps({"provenance": provenance}))
+    write_benchmark(tmp_path, ["single", "review"], "Benchmark")
+    mismatches = json.loads((tmp_path / "benchmark.json").read_text())["coverage"]["mismatches"]
+    assert mismatches == {"reference": {"single": {"content_sha256": "works-140"},
+                                        "review": {"content_sha256": "works-150"}}}
+    md = (tmp_path / "benchmark.md").read_text().splitlines()
+    assert md[2].startswith("**Not like for like: the frameworks differ in reference**"), md[:4]
+
+    (tmp_path / "single" / "eval" / "manifest.json").write_text((tmp_path / "review" / "eval" / "manifest.json")
+                                                                .read_text())
+    write_benchmark(tmp_path, ["single", "review"], "Benchmark")
+    assert "Not like for like" not in (tmp_path / "benchmark.md").read_text()
