@@ -137,7 +137,11 @@ class ReferenceCorpus:
             log.warning("reference corpus: %s; only the unigram counts (KL) are available", error)
             return cls(directory, embedder.name, chunk_size, [], counts, None, **identity, embedding_error=error)
         meta = {"embedder": embedder.name, "chunk_size": chunk_size, "token_limit": limit, "chunk_ids": chunk_ids}
-        _write_cache(entry, embeddings, meta, counts)
+        try:  # the embeddings are made (up to 40 min of work): a cache that refuses them must not lose them
+            _write_cache(entry, embeddings, meta, counts)
+        except OSError as exc:
+            log.warning("reference corpus: cannot cache the embeddings under %s (%s); they are used now and "
+                        "computed again next time", entry.parent, exc.strerror or exc)
         return cls(directory, embedder.name, chunk_size, chunk_ids, counts, embeddings, **identity, token_limit=limit)
 
     @classmethod
@@ -251,10 +255,14 @@ def _write_cache(entry: Path, embeddings: np.ndarray, meta: dict, counts: dict[s
     """Write a cache entry atomically: a crash leaves either no entry or a complete one."""
     entry.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(dir=entry.parent, prefix=".tmp-"))
-    staging.chmod(0o755)  # mkdtemp makes it owner-only; the cache is meant to be shared
-    np.save(staging / _EMBEDDINGS, embeddings)
-    (staging / _COUNTS).write_text(json.dumps(counts, ensure_ascii=False), encoding="utf-8")
-    (staging / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+    try:
+        staging.chmod(0o755)  # mkdtemp makes it owner-only; the cache is meant to be shared
+        np.save(staging / _EMBEDDINGS, embeddings)
+        (staging / _COUNTS).write_text(json.dumps(counts, ensure_ascii=False), encoding="utf-8")
+        (staging / _META).write_text(json.dumps(meta, ensure_ascii=False), encoding="utf-8")
+    except BaseException:  # a full disk: no half-written entry left to fill it further
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
     try:
         staging.rename(entry)
     except OSError:

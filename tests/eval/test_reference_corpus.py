@@ -68,6 +68,27 @@ def test_the_fingerprint_names_the_encoder_and_its_token_limit(tiny_corpus: Path
     assert corpus.fingerprint()["token_limit"] is None  # a fake without a tokenizer: cut by words
 
 
+def test_a_cache_that_refuses_the_embeddings_does_not_lose_them(tiny_corpus: Path, counting_embedder, tmp_path: Path,
+                                                                 monkeypatch, caplog) -> None:
+    """Embedding the full corpus takes half an hour: a full disk or an unusable cache directory is
+    one warning, and the corpus is still returned, with nothing half-written left behind."""
+    not_a_dir = tmp_path / "cache-file"
+    not_a_dir.write_text("a file where the cache directory should be", encoding="utf-8")
+    with caplog.at_level(logging.WARNING, logger="eval.reference"):
+        corpus = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=not_a_dir)
+    assert corpus.chunk_ids == CHUNK_IDS and corpus.embeddings.shape == (4, 8)
+    assert "cannot cache the embeddings" in caplog.text
+
+    def disk_full(*args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(np, "save", disk_full)
+    with caplog.at_level(logging.WARNING, logger="eval.reference"):
+        corpus = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path / "cache")
+    assert corpus.chunk_ids == CHUNK_IDS and "No space left on device" in caplog.text
+    assert list((tmp_path / "cache" / "reference").iterdir()) == []  # no staging directory left
+
+
 def test_max_chunks_samples_reproducibly(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
     full = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
     sample = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path, max_chunks=2, seed=1)
