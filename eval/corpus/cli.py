@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from eval.corpus.fetch import FetchOptions, FetchReport, fetch_corpus
-from eval.corpus.manifest import read_manifest
+from eval.corpus.manifest import URL_SCHEMES, read_manifest
 from eval.corpus.resolve import locate_reference
 from generate.common.config import new_parser
 from generate.common.errors import PartialFailure, UsageError
@@ -24,7 +24,6 @@ from generate.common.ranges import AT_LEAST_1, POSITIVE, ranged
 
 log = logging.getLogger("corpus")
 PROG = "review-lab corpus"
-MIRROR_SCHEMES = ("http://", "https://", "file://")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -34,7 +33,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def fetch(args) -> int:
     """Fetch and verify the manifest's works into the cache."""
-    if args.mirror and not args.mirror.startswith(MIRROR_SCHEMES):
+    if args.mirror and not args.mirror.startswith(URL_SCHEMES):
         raise UsageError(f"--mirror must be an http://, https:// or file:// URL, got {args.mirror!r}")
     if args.timeout <= 0 or args.attempts < 1 or args.jobs < 1:
         raise UsageError("need --timeout > 0, --attempts >= 1 and --jobs >= 1")

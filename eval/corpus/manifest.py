@@ -17,7 +17,6 @@ The committed manifest is `configs/reference/scifi-classics.tsv`; tests write sm
 
 from __future__ import annotations
 
-import codecs
 import csv
 import hashlib
 import re
@@ -31,6 +30,7 @@ DEFAULT_MANIFEST = CONFIG_DIR / "reference" / "scifi-classics.tsv"
 COLUMNS = ("file", "title", "author", "source_repo", "commit", "source_path", "source_encoding", "url", "sha256",
            "bytes")
 REQUIRED = ("file", "source_encoding", "url", "sha256")
+URL_SCHEMES = ("http://", "https://", "file://")
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 _NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*\.txt")
 
@@ -84,7 +84,11 @@ def read_manifest(path: str | Path | None = None) -> Manifest:
     path = Path(path) if path else DEFAULT_MANIFEST
     if not path.is_file():
         raise UsageError(f"corpus manifest not found: {path}")
-    lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    try:  # utf-8-sig: a manifest saved by an editor that writes a byte-order mark keeps its `file` column
+        text = path.read_text(encoding="utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"{path}: not UTF-8 text ({exc.reason} at byte {exc.start})") from None
+    lines = [line for line in text.splitlines() if line and not line.startswith("#")]
     reader = csv.DictReader(lines, delimiter="\t", quoting=csv.QUOTE_NONE)
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
     if missing:
@@ -106,10 +110,12 @@ def _work(row: dict[str, str | None], where: str) -> Work:
         raise UsageError(f"{where}: file must be a plain name ending in .txt, got {values['file']!r}")
     if not _HEX64.fullmatch(values["sha256"]):
         raise UsageError(f"{where}: sha256 must be 64 lowercase hex digits")
-    try:
-        codecs.lookup(values["source_encoding"])
+    try:  # decoding, not only a codec lookup: `base64` or `rot13` are codecs but not text encodings
+        b"a".decode(values["source_encoding"], "ignore")
     except LookupError:
         raise UsageError(f"{where}: unknown source_encoding {values['source_encoding']!r}") from None
+    if not values["url"].startswith(URL_SCHEMES):
+        raise UsageError(f"{where}: url must be an http://, https:// or file:// URL, got {values['url']!r}")
     size = values.pop("bytes", "")
     if size and not size.isdigit():
         raise UsageError(f"{where}: bytes must be a whole number, got {size!r}")

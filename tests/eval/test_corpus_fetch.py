@@ -245,12 +245,25 @@ def test_an_unreachable_source_stops_at_once_with_one_line(env, tmp_path, capsys
     (["file\tsource_encoding\turl\tsha256", "a.txt\tebcdic-9\thttp://x/a\t" + "0" * 64], "unknown source_encoding"),
     (["file\tsource_encoding\turl\tsha256", "a.txt\tutf-8\thttp://x/a\tabc"], "64 lowercase hex"),
     (["file\turl\tsha256"], "missing column(s) source_encoding"),
-], ids=["duplicate", "path", "encoding", "hash", "columns"])
+    (["file\tsource_encoding\turl\tsha256", "a.txt\tbase64\thttp://x/a\t" + "0" * 64], "unknown source_encoding"),
+    (["file\tsource_encoding\turl\tsha256", "a.txt\tutf-8\t\t" + "0" * 64], "url must be an http://"),
+], ids=["duplicate", "path", "encoding", "hash", "columns", "not-a-text-encoding", "no-url"])
 def test_a_bad_manifest_is_one_error_line(env, tmp_path, capsys, rows, message) -> None:
     manifest = tmp_path / "bad.tsv"
     manifest.write_text("\n".join(rows) + "\n", encoding="utf-8")
     code, _, err = fetch(manifest, capsys)
     assert code == 2 and len(err) == 1 and err[0].startswith("error: ") and message in err[0]
+
+
+def test_a_manifest_saved_with_a_bom_is_read_and_one_not_in_utf8_is_one_error_line(env, tmp_path, capsys) -> None:
+    manifest = write_manifest(tmp_path / "works.tsv")
+    with_bom = tmp_path / "bom.tsv"
+    with_bom.write_bytes(b"\xef\xbb\xbf" + manifest.read_bytes().split(b"\n", 1)[1])  # header row first
+    assert read_manifest(with_bom).works == read_manifest(manifest).works
+    latin = tmp_path / "latin.tsv"
+    latin.write_bytes(manifest.read_bytes().replace(b"Alpha", "Alpha – Hélène".encode("cp1252")))
+    code, _, err = fetch(latin, capsys)
+    assert code == 2 and len(err) == 1 and err[0].startswith(f"error: {latin}: not UTF-8 text")
 
 
 def test_a_mirror_must_be_a_url(env, tmp_path, capsys) -> None:
