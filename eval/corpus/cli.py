@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import logging
 import sys
+import urllib.parse
+import urllib.request
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -33,8 +35,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def fetch(args) -> int:
     """Fetch and verify the manifest's works into the cache."""
-    if args.mirror and not args.mirror.startswith(URL_SCHEMES):
-        raise UsageError(f"--mirror must be an http://, https:// or file:// URL, got {args.mirror!r}")
+    if args.mirror:
+        _check_mirror(args.mirror)
     if args.timeout <= 0 or args.attempts < 1 or args.jobs < 1:
         raise UsageError("need --timeout > 0, --attempts >= 1 and --jobs >= 1")
     manifest = read_manifest(args.manifest)
@@ -63,6 +65,17 @@ def path(args) -> int:
 COMMANDS = {"fetch": fetch, "path": path}
 
 
+def _check_mirror(mirror: str) -> None:
+    """Refuse a mirror that cannot serve any work: a `file://` directory that is not there would
+    otherwise fail every work alike, one stderr line each."""
+    if not mirror.startswith(URL_SCHEMES):
+        raise UsageError(f"--mirror must be an http://, https:// or file:// URL, got {mirror!r}")
+    if mirror.startswith("file://"):
+        local = Path(urllib.request.url2pathname(urllib.parse.urlsplit(mirror).path))
+        if not local.is_dir():
+            raise UsageError(f"--mirror {mirror}: {local} is not a directory")
+
+
 def _fail_unless_whole(report: FetchReport, total: int) -> None:
     cached = len(report.fetched) + len(report.kept)
     if report.unreachable:
@@ -86,7 +99,7 @@ def _parser():
                      "/reference-corpus/; a re-run fetches only the works not yet verified.")
     get.add_argument("--mirror", help="fetch URL/<file name> (e.g. URL/pg35.txt) instead of the pinned URLs")
     get.add_argument("--timeout", type=ranged(float, POSITIVE), default=30.0,
-                     help=f"seconds before one attempt gives up ({POSITIVE})")
+                     help=f"seconds without data (connecting, each read) before one attempt gives up ({POSITIVE})")
     get.add_argument("--attempts", type=ranged(int, AT_LEAST_1), default=3,
                      help=f"attempts per work on transient failures ({AT_LEAST_1})")
     get.add_argument("--jobs", type=ranged(int, AT_LEAST_1), default=4,

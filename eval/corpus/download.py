@@ -1,7 +1,8 @@
 """One URL's bytes, with a timeout and a bounded number of attempts (standard library only).
 
 A transient failure (no connection, timeout, a body cut short, HTTP 5xx or 429) is tried again
-after a growing wait; anything else (HTTP 404, a malformed URL) fails at once. A body shorter
+after a growing wait; anything else (HTTP 404, a file missing from a `file://` mirror, a malformed
+URL) fails at once. A body shorter
 than its Content-Length raises `http.client.IncompleteRead`, so a server that fails mid-file can
 never hand over a truncated work.
 """
@@ -47,6 +48,8 @@ def download(url: str, *, timeout: float, attempts: int) -> bytes:
             if exc.code < 500 and exc.code != 429:
                 raise DownloadError(error) from None
         except (urllib.error.URLError, http.client.HTTPException, OSError) as exc:
+            if _permanent(exc):
+                raise DownloadError(_describe(exc)) from None
             error, unreachable = _describe(exc), _unreachable(exc)
         except ValueError as exc:  # not a URL urllib can open
             raise DownloadError(str(exc)) from None
@@ -59,6 +62,13 @@ def _read(url: str, timeout: float) -> bytes:
     request = urllib.request.Request(url, headers={"User-Agent": USER_AGENT})
     with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 - http(s)/file by design
         return response.read()
+
+
+def _permanent(exc: BaseException) -> bool:
+    """A local file that is not there or not readable (a `file://` mirror): the local 404, which
+    waiting will not fix."""
+    cause = exc.reason if isinstance(exc, urllib.error.URLError) else exc
+    return isinstance(cause, (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError))
 
 
 def _unreachable(exc: BaseException) -> bool:

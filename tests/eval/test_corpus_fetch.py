@@ -272,6 +272,28 @@ def test_a_mirror_must_be_a_url(env, tmp_path, capsys) -> None:
                                  "'mirror.example.org'"]
 
 
+def test_a_local_mirror_must_exist_and_a_file_missing_from_it_fails_at_once(env, tmp_path, monkeypatch,
+                                                                             capsys) -> None:
+    """A `file://` mirror that is not a directory is one error line (not one line per work after
+    every work's retries), and a work missing from it is the local 404: not retried."""
+    manifest = write_manifest(tmp_path / "works.tsv")
+    nowhere = tmp_path / "nowhere"
+    code, _, err = fetch(manifest, capsys, "--mirror", nowhere.as_uri())
+    assert code == 2 and err == [f"error: --mirror {nowhere.as_uri()}: {nowhere} is not a directory"]
+
+    local = tmp_path / "local"
+    local.mkdir()
+    for name in WORKS.keys() - {"beta.txt"}:
+        (local / name).write_bytes(served(name))
+    reads: Counter[str] = Counter()
+    real = download._read
+    monkeypatch.setattr(download, "_read", lambda url, timeout: reads.update([url.rsplit("/", 1)[-1]]) or
+                        real(url, timeout))
+    code, _, err = fetch(manifest, capsys, "--mirror", local.as_uri(), "--attempts", "3")
+    assert code == 1 and err[0].startswith("beta.txt: FileNotFoundError") and "after" not in err[0]
+    assert reads["beta.txt"] == 1 and set(cached(manifest)) == WORKS.keys() - {"beta.txt"}
+
+
 def test_resolution_order(env, mirror, tmp_path, monkeypatch, capsys) -> None:
     manifest = write_manifest(tmp_path / "works.tsv")
     given, from_env = tmp_path / "given", tmp_path / "from-env"
