@@ -117,7 +117,7 @@ class ReferenceCorpus:
             raise ValueError(f"max_chunks must be positive, got {max_chunks}")
         directory = Path(directory)
         embedder = embedder or Embedder(DEFAULT_EMBEDDER)
-        works = _read_works(directory)
+        works = read_works(directory)
         identity = {"content_sha256": _content_hash(works), "embedder_id": embedder.identity,
                     "sample": "all" if max_chunks is None else f"{max_chunks}:{seed}"}
         key = _cache_key(works, embedder.name, identity["embedder_id"], chunk_size, max_chunks, seed)
@@ -211,11 +211,25 @@ def _content_hash(works: dict[str, bytes]) -> str:
     return digest.hexdigest()
 
 
-def _read_works(directory: Path) -> dict[str, bytes]:
-    """The works' bytes by file name, in name order (the order the hashes and chunks follow)."""
+def read_works(directory: str | Path) -> dict[str, bytes]:
+    """The works' bytes by file name, in name order (the order the hashes and chunks follow).
+
+    The one check of a corpus directory: loading and `review-lab corpus path` both call it, so the
+    path command never approves a directory the metrics then refuse.
+
+    Raises:
+        ReferenceUnavailable: Not a directory, no `.txt` work, or a work that cannot be read (a
+            dangling link, no permission, a directory named `*.txt`): one line, not a traceback.
+    """
+    directory = Path(directory)
     if not directory.is_dir():
         raise ReferenceUnavailable(f"{directory} is not a directory")
-    works = {path.name: path.read_bytes() for path in sorted(directory.glob("*.txt"))}
+    works = {}
+    for path in sorted(directory.glob("*.txt")):
+        try:
+            works[path.name] = path.read_bytes()
+        except OSError as exc:
+            raise ReferenceUnavailable(f"cannot read {path}: {exc.strerror or exc}") from None
     if not works:
         raise ReferenceUnavailable(f"no .txt files in {directory}")
     return works

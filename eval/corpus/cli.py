@@ -20,6 +20,7 @@ from pathlib import Path
 from eval.corpus.fetch import FetchOptions, FetchReport, fetch_corpus
 from eval.corpus.manifest import URL_SCHEMES, read_manifest
 from eval.corpus.resolve import locate_reference
+from eval.reference import ReferenceUnavailable, read_works
 from generate.common.config import new_parser
 from generate.common.errors import PartialFailure, UsageError
 from generate.common.ranges import AT_LEAST_1, POSITIVE, ranged
@@ -55,8 +56,10 @@ def path(args) -> int:
     if where.path is None:
         print(f"none: {where.missing}")
         return 1
-    if not where.path.is_dir():
-        print(f"{where.path} (from {where.source}): not a directory")
+    try:  # the loader's own check: a directory it would refuse is not a corpus here either
+        read_works(where.path)
+    except ReferenceUnavailable as exc:
+        print(f"{where.path} (from {where.source}): {exc}")
         return 1
     print(f"{where.path} (from {where.source})")
     return 0
@@ -108,7 +111,7 @@ def _parser():
                       f"{PROG} path --reference-dir ../shared/data/scifi-reference/texts",
                       "Print the corpus directory the commands would use and where it comes from:\n"
                       "--reference-dir, else $SCIFI_REFERENCE_DIR, else the fetched copy when every work\n"
-                      "verifies. Exit 1 when there is none.")
+                      "verifies. Exit 1 when there is none or it cannot be read.")
     show.add_argument("--reference-dir", help="a directory given to the command")
     for p in (get, show):
         p.add_argument("--manifest", type=Path, default=None,

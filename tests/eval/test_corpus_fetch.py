@@ -324,9 +324,22 @@ def test_path_says_which_corpus_and_why(env, mirror, tmp_path, monkeypatch, caps
     fetch(manifest, capsys, "--mirror", mirror.url)
     code, out, _ = run(["path", "--manifest", str(manifest)], capsys)
     assert (code, out) == (0, [f"{cache.texts_dir(read_manifest(manifest))} (from fetched cache)"])
-    monkeypatch.setenv(ENV, str(tmp_path / "nowhere"))
+    nowhere = tmp_path / "nowhere"
+    monkeypatch.setenv(ENV, str(nowhere))
     code, out, _ = run(["path", "--manifest", str(manifest)], capsys)
-    assert (code, out) == (1, [f"{tmp_path / 'nowhere'} (from SCIFI_REFERENCE_DIR): not a directory"])
+    assert (code, out) == (1, [f"{nowhere} (from SCIFI_REFERENCE_DIR): {nowhere} is not a directory"])
+
+
+def test_path_refuses_a_directory_the_metrics_would_refuse(env, tmp_path, capsys) -> None:
+    """`path` applies the loader's check: exit 0 only for a directory the metrics can read."""
+    given = tmp_path / "given"
+    given.mkdir()
+    code, out, _ = run(["path", "--reference-dir", str(given)], capsys)
+    assert (code, out) == (1, [f"{given} (from --reference-dir): no .txt files in {given}"])
+    (given / "pg35.txt").symlink_to(tmp_path / "moved-away.txt")  # a link into a copy that moved
+    code, out, _ = run(["path", "--reference-dir", str(given)], capsys)
+    assert (code, out) == (1, [f"{given} (from --reference-dir): cannot read {given / 'pg35.txt'}: "
+                               "No such file or directory"])
 
 
 def test_help_ends_with_an_example(capsys) -> None:

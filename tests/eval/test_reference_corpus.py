@@ -112,14 +112,26 @@ def test_reference_dir_from_environment(tiny_corpus: Path, counting_embedder, tm
     assert corpus is not None and corpus.chunk_ids == CHUNK_IDS
 
 
+def _with(tmp: Path, add) -> Path:
+    """A corpus of one readable work plus what `add` puts beside it (a work that cannot be read)."""
+    directory = tmp / "corpus"
+    directory.mkdir()
+    (directory / "pg1.txt").write_text("A readable tale of Mars.\n", encoding="utf-8")
+    add(directory)
+    return directory
+
+
 @pytest.mark.parametrize(
     ("make_dir", "reason"),
     [
         (None, "no corpus found; run `review-lab corpus fetch`"),
         (lambda tmp: tmp / "nowhere", "is not a directory"),
         (lambda tmp: tmp, "no .txt files"),
+        (lambda tmp: _with(tmp, lambda d: (d / "pg35.txt").symlink_to(tmp / "moved-away.txt")),
+         "pg35.txt: No such file or directory"),
+        (lambda tmp: _with(tmp, lambda d: (d / "notes.txt").mkdir()), "notes.txt: Is a directory"),
     ],
-    ids=["unset", "missing", "empty"],
+    ids=["unset", "missing", "empty", "dangling-link", "directory"],
 )
 def test_unavailable_reference_returns_none_with_message(
     tmp_path: Path, counting_embedder, monkeypatch, caplog: pytest.LogCaptureFixture, make_dir, reason: str
