@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from eval.corpus.manifest import work_files
 from eval.corpus.resolve import locate_reference, report_unavailable
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.text import strip_gutenberg, word_tokens
@@ -225,7 +226,7 @@ def read_works(directory: str | Path) -> dict[str, bytes]:
     if not directory.is_dir():
         raise ReferenceUnavailable(f"{directory} is not a directory")
     works = {}
-    for path in sorted(directory.glob("*.txt")):
+    for path in work_files(directory):
         try:
             works[path.name] = path.read_bytes()
         except OSError as exc:

@@ -137,7 +137,9 @@ def corpus_sample(reference: Path, into: Path, works: int, cache: Path) -> None:
     """`works` reference texts, and their embeddings computed into `cache` as the recipe's rewards
     load them (max_chunks 2000, seed 0): the KL and novelty rewards there find them cached."""
     into.mkdir(parents=True)
-    for text in sorted(reference.glob("*.txt"))[:works]:
+    from eval.corpus.manifest import work_files
+
+    for text in work_files(reference)[:works]:
         shutil.copy(text, into / text.name)
     os.environ["SCIFI_CACHE_DIR"] = str(cache)
     from eval.embed import Embedder
@@ -206,6 +208,7 @@ def device_calls(n: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from eval.corpus.manifest import work_files
     from eval.corpus.resolve import reference_dir  # the project's own resolution of the corpus
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -217,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     out = Path(args.out)
     corpus = reference_dir(args.reference_dir)
-    if corpus is None or not any(Path(corpus).glob("*.txt")):
+    if corpus is None or not work_files(corpus):
         print(f"error: no reference corpus{f' in {corpus}' if corpus else ''} (give --reference-dir or run "
               "`review-lab corpus fetch`)", file=sys.stderr)
         return 2

@@ -15,7 +15,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from eval.corpus.manifest import Manifest
+from eval.corpus.manifest import Manifest, work_files
 from generate.common.paths import cache_root
 
 ROOT = "reference-corpus"
@@ -63,7 +63,7 @@ def file_sha256(path: Path) -> str:
 def inspect(manifest: Manifest, root: str | Path | None = None) -> CacheState:
     """Check every cached work against the manifest (reads nothing when the directory is absent)."""
     directory = texts_dir(manifest, root)
-    present = {p.name for p in directory.glob("*.txt")} if directory.is_dir() else set()
+    present = {p.name for p in work_files(directory)} if directory.is_dir() else set()
     verified = frozenset(w.file for w in manifest.works
                          if w.file in present and file_sha256(directory / w.file) == w.sha256)
     stray = tuple(sorted(present - {w.file for w in manifest.works}))

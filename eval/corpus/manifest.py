@@ -74,6 +74,14 @@ class Manifest:
         return len(self.works)
 
 
+def work_files(directory: str | Path) -> list[Path]:
+    """The works of any corpus directory (fetched or given), in name order: its `*.txt` files, less
+    hidden ones. A copy made on macOS carries a `._<name>.txt` resource fork beside each work: read as
+    works they would add binary noise to the counts and chunks and change the corpus hash. Every
+    reader of a corpus directory lists it here, so none counts a file another skips."""
+    return sorted(p for p in Path(directory).glob("*.txt") if not p.name.startswith("."))
+
+
 def read_manifest(path: str | Path | None = None) -> Manifest:
     """Read and validate a manifest (default: the committed one).
 

@@ -35,6 +35,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from eval.corpus.manifest import work_files
 from eval.corpus.resolve import reference_dir, reference_dir_option
 from eval.scorers.principles.texts import Templates, load_state, load_templates
 from eval.text import chunk_words, strip_gutenberg
@@ -138,7 +139,7 @@ def corrupt(kind: str, text: str, seed: int, passage_id: str, cliches: tuple[str
 def build(cfg: WeakLabelConfig, model: Model | None = None) -> Path:
     """Write the weakly labelled JSONL; returns its path. `model` overrides loading `cfg.model`."""
     directory = Path(reference_dir(cfg.reference_dir) or "")
-    files = sorted(directory.glob("*.txt")) if str(directory) not in ("", ".") and directory.is_dir() else []
+    files = work_files(directory) if str(directory) not in ("", ".") and directory.is_dir() else []
     if len(files) < 2:
         raise UsageError(f"weak labels need a --reference-dir with at least 2 .txt works (got {directory or 'none'})")
     if cfg.per_work < 1 or cfg.words < 20 or not 0 < cfg.heldout_fraction < 1:

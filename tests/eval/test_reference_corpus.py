@@ -89,6 +89,17 @@ def test_a_cache_that_refuses_the_embeddings_does_not_lose_them(tiny_corpus: Pat
     assert list((tmp_path / "cache" / "reference").iterdir()) == []  # no staging directory left
 
 
+def test_hidden_files_beside_the_works_are_not_read_as_works(tiny_corpus: Path, counting_embedder,
+                                                             tmp_path: Path) -> None:
+    """A corpus copied from macOS has a `._<work>.txt` resource fork beside each work: binary noise
+    that must not enter the counts, chunks or corpus hash."""
+    clean = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path / "cache")
+    (tiny_corpus / "._rockets.txt").write_bytes(b"\x00\x05\x16\x07Mac OS X        ATTR resource fork " * 40)
+    copied = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path / "cache")
+    assert copied.content_sha256 == clean.content_sha256 and copied.chunk_ids == CHUNK_IDS
+    assert copied.counts == clean.counts and counting_embedder.calls == [4]
+
+
 def test_max_chunks_samples_reproducibly(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
     full = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path)
     sample = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path, max_chunks=2, seed=1)
