@@ -24,10 +24,11 @@ from pathlib import Path
 
 import numpy as np
 
-from eval.corpus.manifest import work_files
+from eval.corpus.manifest import read_manifest, work_files
 from eval.corpus.resolve import locate_reference, report_unavailable
 from eval.embed import DEFAULT_EMBEDDER, Embedder
 from eval.text import strip_gutenberg, word_tokens
+from generate.common.errors import UsageError
 from generate.common.paths import cache_root
 
 log = logging.getLogger(__name__)
@@ -38,6 +39,7 @@ _CACHE_VERSION = 2
 _EMBEDDINGS = "embeddings.npy"
 _META = "meta.json"
 _COUNTS = "counts.json"
+_WARNED: set[str] = set()  # directories already said to differ from the manifest's corpus
 
 
 class ReferenceUnavailable(Exception):
@@ -119,6 +121,7 @@ class ReferenceCorpus:
         directory = Path(directory)
         embedder = embedder or Embedder(DEFAULT_EMBEDDER)
         works = read_works(directory)
+        _say_if_not_the_manifests(directory, works)
         identity = {"content_sha256": _content_hash(works), "embedder_id": embedder.identity,
                     "sample": "all" if max_chunks is None else f"{max_chunks}:{seed}"}
         key = _cache_key(works, embedder.name, identity["embedder_id"], chunk_size, max_chunks, seed)
@@ -202,6 +205,19 @@ def _cache_key(works: dict[str, bytes], embedder_name: str, embedder_id: str, ch
         digest.update(f"|{name}|{len(data)}|".encode())
         digest.update(data)
     return digest.hexdigest()[:24]
+
+
+def _say_if_not_the_manifests(directory: Path, works: dict[str, bytes]) -> None:
+    """Warn, once per directory, when a directory that copies the committed corpus is not all of it
+    (a copy cut short, an edited work): its numbers are not the manifest corpus's numbers."""
+    try:
+        why = read_manifest().differences(works)
+    except UsageError:  # no committed manifest to compare with: nothing to say
+        return
+    if why and str(directory) not in _WARNED:
+        _WARNED.add(str(directory))
+        log.warning("reference corpus: %s %s; the metrics describe that directory, not the manifest's corpus "
+                    "(`review-lab corpus fetch` gets all of it)", directory, why)
 
 
 def _content_hash(works: dict[str, bytes]) -> str:

@@ -57,10 +57,12 @@ def path(args) -> int:
         print(f"none: {where.missing}")
         return 1
     try:  # the loader's own check: a directory it would refuse is not a corpus here either
-        read_works(where.path)
+        works = read_works(where.path)
     except ReferenceUnavailable as exc:
         print(f"{where.path} (from {where.source}): {exc}")
         return 1
+    if why := read_manifest(args.manifest).differences(works):  # a copy of the corpus, but not all of it
+        print(f"note: {where.path} {why}", file=sys.stderr)
     print(f"{where.path} (from {where.source})")
     return 0
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import csv
 import hashlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,19 @@ class Manifest:
 
     def __len__(self) -> int:
         return len(self.works)
+
+    def differences(self, works: Mapping[str, bytes]) -> str | None:
+        """How a directory's works (name -> bytes) differ from this corpus, when they share a work
+        name with it (a copy of it, half made or edited), else None: such a copy is used as given,
+        and must not pass for the manifest's corpus without a word."""
+        expected = {w.file: w.sha256 for w in self.works}
+        shared = works.keys() & expected.keys()
+        missing, extra = len(expected) - len(shared), len(works.keys() - expected.keys())
+        changed = sum(hashlib.sha256(works[name]).hexdigest() != expected[name] for name in shared)
+        if not shared or not (missing or changed or extra):
+            return None
+        return (f"holds {len(shared) - changed} of the manifest's {len(expected)} works ({missing} missing, "
+                f"{changed} with other bytes, {extra} not in it)")
 
 
 def work_files(directory: str | Path) -> list[Path]:

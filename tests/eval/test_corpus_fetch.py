@@ -340,6 +340,12 @@ def test_path_refuses_a_directory_the_metrics_would_refuse(env, tmp_path, capsys
     code, out, _ = run(["path", "--reference-dir", str(given)], capsys)
     assert (code, out) == (1, [f"{given} (from --reference-dir): cannot read {given / 'pg35.txt'}: "
                                "No such file or directory"])
+    (given / "pg35.txt").unlink()
+    (given / "alpha.txt").write_bytes(normal("alpha.txt"))  # a copy of the manifest's corpus, cut short
+    code, out, err = run(["path", "--reference-dir", str(given), "--manifest", str(write_manifest(tmp_path / "w.tsv"))],
+                         capsys)
+    assert (code, out) == (0, [f"{given} (from --reference-dir)"])
+    assert err == [f"note: {given} holds 1 of the manifest's 4 works (3 missing, 0 with other bytes, 0 not in it)"]
 
 
 def test_help_ends_with_an_example(capsys) -> None:

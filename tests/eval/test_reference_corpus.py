@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from pathlib import Path
 
@@ -98,6 +99,27 @@ def test_hidden_files_beside_the_works_are_not_read_as_works(tiny_corpus: Path, 
     copied = ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path / "cache")
     assert copied.content_sha256 == clean.content_sha256 and copied.chunk_ids == CHUNK_IDS
     assert copied.counts == clean.counts and counting_embedder.calls == [4]
+
+
+def test_a_partial_copy_of_the_manifests_corpus_is_named_as_such(tiny_corpus: Path, counting_embedder,
+                                                                 tmp_path: Path, monkeypatch, caplog) -> None:
+    """A directory is used as given, but a copy of the committed corpus cut short (or edited) does not
+    pass for it without a word: one warning per directory says how it differs."""
+    rows = ["file\tsource_encoding\turl\tsha256"] + [
+        f"{name}\tutf-8\thttps://example.invalid/{name}\t{hashlib.sha256((tiny_corpus / name).read_bytes()).hexdigest()}"
+        for name in ("oceans.txt", "robots.txt", "rockets.txt")]
+    manifest = tmp_path / "works.tsv"
+    manifest.write_text("\n".join(rows) + "\n", encoding="utf-8")
+    monkeypatch.setattr("eval.corpus.manifest.DEFAULT_MANIFEST", manifest)
+    with caplog.at_level(logging.WARNING, logger="eval.reference"):
+        ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path / "cache")  # the whole corpus
+        assert caplog.text == ""
+        (tiny_corpus / "robots.txt").unlink()  # a copy cut short
+        for _ in range(2):
+            ReferenceCorpus.load(tiny_corpus, counting_embedder, cache_dir=tmp_path / "cache")
+    (line,) = [r.getMessage() for r in caplog.records]
+    assert line.startswith(f"reference corpus: {tiny_corpus} holds 2 of the manifest's 3 works (1 missing, 0 with "
+                           "other bytes, 0 not in it)")
 
 
 def test_max_chunks_samples_reproducibly(tiny_corpus: Path, counting_embedder, tmp_path: Path) -> None:
