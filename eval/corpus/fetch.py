@@ -4,12 +4,16 @@ Each work is verified on its own: one that fails (download error, undecodable, h
 leaves nothing in the cache and is reported, the others are kept, and a re-run fetches only what
 is still missing. The first work is fetched alone: when its source cannot be reached at all (an
 offline machine) the fetch stops there instead of waiting out every work's retries. The rest are
-fetched a few at a time (the work is network-bound).
+fetched a few at a time (the work is network-bound); when the network drops on the way, as many
+works in a row as are fetched at once (at least two) failing to reach their source stop the fetch
+the same way: the works not yet started are not tried, instead of each waiting out its timeouts
+and retries (up to an hour for 150 works behind a silent drop).
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 import urllib.parse
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -106,6 +110,26 @@ def fetch_work(work: Work, directory: Path, options: FetchOptions) -> _Failure |
     return None
 
 
+class _Breaker:
+    """Counts works in a row whose source could not be reached (any other outcome resets it); from
+    `limit` on, `tripped` holds the last reason and works not yet started are not tried. Shared by
+    the fetch threads, so the count follows the order in which works finish."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit, self.in_a_row, self.tripped = limit, 0, None
+        self._lock = threading.Lock()
+
+    def fetch(self, work: Work, directory: Path, options: FetchOptions) -> _Failure | None:
+        if self.tripped:
+            return _Failure(f"not tried: {self.tripped}", unreachable=True)
+        failure = fetch_work(work, directory, options)
+        with self._lock:
+            self.in_a_row = self.in_a_row + 1 if failure and failure.unreachable else 0
+            if self.in_a_row >= self.limit and not self.tripped:
+                self.tripped = failure.reason
+        return failure
+
+
 def fetch_corpus(manifest: Manifest, options: FetchOptions = FetchOptions(),
                  root: str | Path | None = None) -> FetchReport:
     """Bring the cache of `manifest` up to date; works already verified are not downloaded again."""
@@ -129,8 +153,11 @@ def fetch_corpus(manifest: Manifest, options: FetchOptions = FetchOptions(),
             if first and first.unreachable:
                 report.unreachable = first.reason
                 return report
+        breaker = _Breaker(max(2, options.jobs))
         with ThreadPoolExecutor(max_workers=max(1, options.jobs)) as pool:
-            for work, failure in zip(todo[1:], pool.map(lambda w: fetch_work(w, state.directory, options), todo[1:])):
+            results = pool.map(lambda w: breaker.fetch(w, state.directory, options), todo[1:])
+            for work, failure in zip(todo[1:], results):
                 record(work, failure)
+        report.unreachable = breaker.tripped
     report.fetched.sort()
     return report
