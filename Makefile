@@ -19,9 +19,10 @@ export OMP_NUM_THREADS ?= 2
 export TOKENIZERS_PARALLELISM := false
 export HF_HUB_OFFLINE := 1
 # The classic-SF reference corpus for the novelty metrics: $SCIFI_REFERENCE_DIR, else the copy
-# beside this checkout (never committed), else the one `review-lab corpus fetch` downloaded.
+# beside this checkout when it holds works (never committed), else the one `review-lab corpus fetch`
+# downloaded.
 # Tests bring their own tiny corpora.
-REFERENCE ?= $(or $(SCIFI_REFERENCE_DIR),$(wildcard ../shared/data/scifi-reference/texts))
+REFERENCE ?= $(or $(SCIFI_REFERENCE_DIR),$(if $(wildcard ../shared/data/scifi-reference/texts/*.txt),../shared/data/scifi-reference/texts))
 # SciFi-100 ($SCIFI100_PATH, else the copy beside this checkout). `make story` evaluates on 8 of its
 # prompts (8 aspects, none seen in training) when it is at hand, else on the 4 held-out prompts.
 SCIFI100 ?= $(or $(SCIFI100_PATH),$(wildcard ../shared/data/scifi100.json))
