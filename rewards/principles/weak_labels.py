@@ -155,7 +155,7 @@ def build(cfg: WeakLabelConfig, model: Model | None = None) -> Path:
 
     goods = []
     for f in files:
-        found = passages(strip_gutenberg(f.read_text(encoding="utf-8", errors="replace")), cfg.words)
+        found = passages(strip_gutenberg(_read(f)), cfg.words)
         picks = sorted(random.Random(derive_seed(cfg.seed, f.name)).sample(range(len(found)), min(cfg.per_work, len(found))))
         split = "heldout" if f.name in held else "optimisation"
         goods += [Example(f"{f.name}#{j}", templates.weak_prompt, found[j], 1, f.name, split) for j in picks]
@@ -217,6 +217,15 @@ def _generated(goods: list[Example], cfg: WeakLabelConfig, templates: Templates,
                              f"nothing written; re-run the same command: it replays the {len(journal)} finished "
                              "call(s) and asks only the rest")
     return done
+
+
+def _read(work: Path) -> str:
+    """A work's text; one it cannot read (a dangling link, no permission, a directory named
+    `*.txt`) is one line naming it, as the novelty metrics' loader says it."""
+    try:
+        return work.read_text(encoding="utf-8", errors="replace")
+    except OSError as exc:
+        raise UsageError(f"cannot read {work}: {exc.strerror or exc}") from None
 
 
 def _json(row: dict) -> str:

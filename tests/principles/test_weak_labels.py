@@ -109,3 +109,15 @@ def test_bad_input_is_one_error_line(tmp_path, capsys):
     with pytest.raises(SystemExit) as exit_:
         run_cli(main, ["weak-labels", "--reference-dir", str(tmp_path / "missing")])
     assert exit_.value.code == 2 and capsys.readouterr().err.startswith("error: weak labels need")
+
+
+@pytest.mark.parametrize("kind", ["dangling-link", "directory"])
+def test_a_work_that_cannot_be_read_is_one_error_line(tmp_path, prose_corpus, kind):
+    """As the novelty metrics' loader does: one line naming the work, not a traceback."""
+    bad = prose_corpus / "zz-unreadable.txt"
+    if kind == "dangling-link":
+        bad.symlink_to(tmp_path / "gone.txt")
+    else:
+        bad.mkdir()
+    with pytest.raises(UsageError, match="cannot read .*zz-unreadable.txt"):
+        build(cfg(tmp_path, prose_corpus))
