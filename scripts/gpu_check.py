@@ -29,7 +29,9 @@ A part stopped by its time limit keeps what it measured: the paths the engines f
 steps the trainer printed (trainer_state.json is written only at the end). The results are
 written after every part, so a call stopped before the end still brings back the parts it ran.
 GRPO runs the recipe's rewards (judge, novelty_cos, kl, group_diversity, length) as they are. The
-results go to `<out>/gpu_check.json` and `<out>/gpu_check.md`, each part's output to `<out>/<part>.log`.
+results go to `<out>/gpu_check.json` and `<out>/gpu_check.md`, each part's output to `<out>/<part>.log`,
+and nothing else to `<out>`: the device tool brings back at most 8 files of 16 MiB from $OUT, so
+what the parts write (trainer output folders, the benchmark's runs) goes to `--work`, outside it.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ import ast
 import json
 import os
 import re
+import shutil
 import signal
 import statistics
 import subprocess
@@ -49,6 +52,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 PY = sys.executable
 RECIPE = "configs/grpo/smollm2_gpu.yaml"
+RETURNED_FILES = 8  # the most files the device tool brings back from $OUT: the results and one log per part
 
 
 def sample_prompts(smoke: bool) -> int:
@@ -59,12 +63,14 @@ def sample_prompts(smoke: bool) -> int:
     return 1 if smoke else 20
 
 
-def parts(out: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[str], int]]:
-    """(name, command, seconds allowed) per part; `smoke` shrinks every part to run on a CPU."""
+def parts(work: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[str], int]]:
+    """(name, command, seconds allowed) per part, each writing its outputs under `work`; `smoke`
+    shrinks every part to run on a CPU."""
     tiny = smoke
     engines = ["--paths", "fast", "static", "--prompts", "1" if tiny else "20", "--max-new-tokens",
                "8" if tiny else "200", "--batch-size", "48", "--ceiling-tokens", "8" if tiny else "128"]
-    grpo = ["train/grpo.py", "--config", RECIPE, "--save_strategy", "no",
+    # No checkpoints and no merged model: seconds of writing a part's budget would pay for nothing measured.
+    grpo = ["train/grpo.py", "--config", RECIPE, "--save_strategy", "no", "--save_merged", "false",
             "--max_steps", "1" if tiny else "4", "--logging_steps", "1"]
     if tiny:
         grpo += ["--use_cpu", "true", "--per_device_train_batch_size", "4", "--gradient_accumulation_steps", "1",
@@ -74,23 +80,23 @@ def parts(out: Path, smoke: bool, scifi100: str | None) -> list[tuple[str, list[
     bench = [PY, "-m", "train.cli", "benchmark", "--dataset", scifi100 or "default",
              "--limit", str(sample_prompts(tiny)),
              "--max-new-tokens", "8" if tiny else "400", "--reference-max-chunks", "2000",  # as packed and cached
-             "--out", str(out / "benchmark")]
+             "--out", str(work / "benchmark")]
     check = ["--prompts", "3", "--max-new-tokens", "8"] if tiny else []
     # Cheapest definite answers first: the one ZeRO-2 step (about a minute) before the benchmark
     # sample, which takes what the budget has left; the alternative generation mode last.
     out_parts = [
         ("static", [PY, "scripts/check_static.py", *check], 90),
         ("engines", [PY, "scripts/bench_engines.py", *engines], 300),
-        ("grpo_generate", [*single, *grpo, "--output_dir", str(out / "grpo_generate")], 150),
+        ("grpo_generate", [*single, *grpo, "--output_dir", str(work / "grpo_generate")], 150),
     ]
     if not tiny:  # DeepSpeed needs a GPU
         # One ZeRO-2 step shows DeepSpeed runs; one micro-batch (4 prompts x 8) keeps it cheap.
         out_parts.append(("zero2", [*launch, "--config_file", "configs/accelerate/zero2.yaml", *grpo,
                                     "--max_steps", "1", "--gradient_accumulation_steps", "1",
-                                    "--output_dir", str(out / "zero2")], 120))
+                                    "--output_dir", str(work / "zero2")], 120))
     out_parts += [("benchmark", bench, 210),
                   ("grpo_paged", [*single, *grpo, "--use_transformers_continuous_batching", "true",
-                                  "--output_dir", str(out / "grpo_paged")], 150)]
+                                  "--output_dir", str(work / "grpo_paged")], 150)]
     return out_parts
 
 
@@ -220,18 +226,19 @@ def summary(name: str, r: dict) -> str:
     return "ok"
 
 
-def measured(name: str, r: dict, log: str, out: Path, smoke: bool) -> dict:
+def measured(name: str, r: dict, log: str, work: Path, smoke: bool) -> dict:
     """What a part measured, read from its log or output folder. It counts even when the part
     stopped early (the loan is short): the paths or steps it finished. A benchmark sample that did
     not finish projects nothing."""
     readers = {"static": lambda: static_result(log), "engines": lambda: engines_result(log),
                "benchmark": lambda: benchmark_result(r["seconds"], sample_prompts(smoke)) if r["rc"] == 0 else {}}
-    return readers.get(name, lambda: grpo_result(out / name, log))()  # grpo_generate, zero2, grpo_paged
+    return readers.get(name, lambda: grpo_result(work / name, log))()  # grpo_generate, zero2, grpo_paged
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default="runs/gpu_check")
+    ap.add_argument("--out", default="runs/gpu_check", help="the results and one log per part, nothing else")
+    ap.add_argument("--work", help="where the parts write their outputs (default: <out>-work, beside --out)")
     ap.add_argument("--budget", type=float, default=540, help="seconds for all parts together")
     ap.add_argument("--smoke", action="store_true",
                     help="every part but zero2 (DeepSpeed needs a GPU), tiny: a CPU check of this script")
@@ -239,7 +246,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--scifi100", default=os.environ.get("SCIFI100_PATH"), help="SciFi-100 JSON for the benchmark")
     args = ap.parse_args(argv)
     out = Path(args.out).resolve()
+    work = Path(args.work).resolve() if args.work else out.with_name(out.name + "-work")
+    if work == out or out in work.parents:
+        ap.error(f"--work {work} is inside --out {out}: only the results may be written there")
     out.mkdir(parents=True, exist_ok=True)
+    work.mkdir(parents=True, exist_ok=True)
     import torch  # after the arguments: --help needs no torch
 
     results = {"torch": torch.__version__, "python": sys.version.split()[0],
@@ -247,18 +258,19 @@ def main(argv: list[str] | None = None) -> int:
     if args.scifi100:
         os.environ["SCIFI100_PATH"] = args.scifi100
     deadline = time.monotonic() + args.budget
-    for name, cmd, seconds in parts(out, args.smoke, args.scifi100 and "scifi100"):
+    for name, cmd, seconds in parts(work, args.smoke, args.scifi100 and "scifi100"):
         if args.only and name not in args.only:
             continue
         left = deadline - time.monotonic()
         if left < 30:
             results["parts"][name] = {"skipped": f"{left:.0f} s of the budget left"}
             continue
+        shutil.rmtree(work / name, ignore_errors=True)  # an earlier run's: it would be resumed, or read as this one's
         r = run_part(name, cmd, min(seconds, left), out)
         log = r.pop("log")
         if r["rc"] != 0:
             r["why"] = why(log)
-        r.update(measured(name, r, log, out, args.smoke))
+        r.update(measured(name, r, log, work, args.smoke))
         results["parts"][name] = r
         print(f"{name}: {r}", flush=True)
         write(results, out)

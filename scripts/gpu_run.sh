@@ -2,7 +2,8 @@
 # On a lent GPU machine, in the last of the calls that scripts/gpu_pack.py lists: join the payload's
 # parts stashed in $1 (default /root/stash), check its hash, install the carried wheels and model
 # packages beside the image's packages, then run scripts/gpu_check.py into $OUT (further arguments
-# go to it).
+# go to it). $OUT gets the results and the parts' logs alone (the device tool brings back at most 8
+# files); what the parts write goes to /tmp/gpu_check_work.
 set -euo pipefail
 stash=${1:-/root/stash}
 shift || true
@@ -25,4 +26,5 @@ scifi=()
 # part's kill and the writes, come off the check's budget (a --budget given below overrides).
 budget=$(( ${GPU_CALL_LIMIT:-600} - 40 - SECONDS ))
 echo "set-up took ${SECONDS} s; the check's budget: ${budget} s"
-python3 scripts/gpu_check.py --out "${OUT:-runs/gpu_check}" --budget "$budget" "${scifi[@]}" "$@"
+python3 scripts/gpu_check.py --out "${OUT:-runs/gpu_check}" --work /tmp/gpu_check_work --budget "$budget" \
+    "${scifi[@]}" "$@"

@@ -11,6 +11,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 spec = importlib.util.spec_from_file_location("gpu_check", REPO / "scripts" / "gpu_check.py")
 gpu_check = importlib.util.module_from_spec(spec)
@@ -128,4 +130,38 @@ def test_the_results_are_written_after_every_part_so_a_stopped_call_keeps_them(t
     assert gpu_check.main(["--smoke", "--out", str(tmp_path), "--only", "static", "engines", "grpo_generate"]) == 0
     assert calls == ["static", "engines", "grpo_generate"]
     assert "| grpo_generate | no steps logged | 1.0 |" in (tmp_path / "gpu_check.md").read_text()
+
+
+
+def test_out_holds_the_results_and_one_log_per_part_and_nothing_else(tmp_path, monkeypatch):
+    """The device tool brings back at most 8 files of at most 16 MiB from $OUT. The parts write
+    trainer folders (adapters, a merged model of hundreds of MiB) and the benchmark's runs: under
+    $OUT they would crowd out, or stop, the results coming back. They go to `--work`, where an
+    earlier run's folder is removed first (the benchmark would resume it and time nothing)."""
+    out = tmp_path / "out"
+    (tmp_path / "out-work" / "benchmark").mkdir(parents=True)
+    (tmp_path / "out-work" / "benchmark" / "stories.jsonl").write_text("{}")
+
+    def fake_run(name, cmd, seconds, log_dir):  # writes where the real part would
+        (log_dir / f"{name}.log").write_text("")
+        for flag in ("--out", "--output_dir"):
+            if flag in cmd:
+                target = Path(cmd[cmd.index(flag) + 1])
+                assert not target.exists(), target
+                target.mkdir(parents=True)
+                (target / "model.safetensors").write_bytes(b"0")
+        return {"rc": 0, "seconds": 1.0, "log": ""}
+
+    monkeypatch.setattr(gpu_check, "run_part", fake_run)
+    gpu_check.main(["--smoke", "--out", str(out)])
+    names = [name for name, _, _ in gpu_check.parts(tmp_path / "w", smoke=True, scifi100=None)]
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*")) == sorted(
+        ["gpu_check.json", "gpu_check.md", *(f"{n}.log" for n in names)])
+    assert list((tmp_path / "out-work").iterdir())  # beside it, by default
+    gpu = gpu_check.parts(tmp_path / "w", smoke=False, scifi100="scifi100")
+    assert len(gpu) + 2 <= gpu_check.RETURNED_FILES
+    grpo = [cmd for _, cmd, _ in gpu if "train/grpo.py" in cmd]
+    assert len(grpo) == 3 and all(cmd[cmd.index("--save_merged") + 1] == "false" for cmd in grpo)
+    with pytest.raises(SystemExit):
+        gpu_check.main(["--smoke", "--out", str(out), "--work", str(out / "work")])
 
