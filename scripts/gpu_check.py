@@ -162,9 +162,12 @@ def logged_steps(log: str) -> list[dict]:
 
 def grpo_result(output_dir: Path, log: str = "") -> dict:
     """Steps per minute (the first step left out when there are more), rewards and reward shares,
-    from trainer_state.json, or from the printed steps when the run stopped before writing it."""
-    state = output_dir / "trainer_state.json"
-    history = json.loads(state.read_text())["log_history"] if state.is_file() else logged_steps(log)
+    from trainer_state.json, or from the printed steps when the run stopped before writing it whole
+    (a part killed at its limit while the trainer writes it leaves it cut short)."""
+    try:
+        history = json.loads((output_dir / "trainer_state.json").read_text())["log_history"]
+    except (OSError, ValueError, KeyError):
+        history = logged_steps(log)
     logs = [e for e in history if "timing/step_s" in e]
     if not logs:
         return {}
@@ -208,6 +211,8 @@ def table(results: dict) -> str:
 
 
 def summary(name: str, r: dict) -> str:
+    if r.get("unreadable"):
+        return f"its output could not be read: {r['unreadable']}"
     if name == "static":
         return r.get("check", "no verdict printed")
     if name == "engines":
@@ -229,10 +234,14 @@ def summary(name: str, r: dict) -> str:
 def measured(name: str, r: dict, log: str, work: Path, smoke: bool) -> dict:
     """What a part measured, read from its log or output folder. It counts even when the part
     stopped early (the loan is short): the paths or steps it finished. A benchmark sample that did
-    not finish projects nothing."""
+    not finish projects nothing. An output this cannot read is reported as such, never raised: the
+    parts after it still run and the table is still printed (a loan is not repeated for a parse)."""
     readers = {"static": lambda: static_result(log), "engines": lambda: engines_result(log),
                "benchmark": lambda: benchmark_result(r["seconds"], sample_prompts(smoke)) if r["rc"] == 0 else {}}
-    return readers.get(name, lambda: grpo_result(work / name, log))()  # grpo_generate, zero2, grpo_paged
+    try:
+        return readers.get(name, lambda: grpo_result(work / name, log))()  # grpo_generate, zero2, grpo_paged
+    except Exception as exc:  # noqa: BLE001 (any misread output: say so, keep going)
+        return {"unreadable": f"{type(exc).__name__}: {exc}"[:200]}
 
 
 def main(argv: list[str] | None = None) -> int:

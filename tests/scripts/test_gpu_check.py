@@ -165,3 +165,31 @@ def test_out_holds_the_results_and_one_log_per_part_and_nothing_else(tmp_path, m
     with pytest.raises(SystemExit):
         gpu_check.main(["--smoke", "--out", str(out), "--work", str(out / "work")])
 
+
+def test_a_trainer_state_cut_short_by_the_kill_falls_back_to_the_printed_steps(tmp_path):
+    """The trainer writes trainer_state.json last: a part killed at its limit during that write
+    leaves it cut short, and the steps it printed still count."""
+    (tmp_path / "trainer_state.json").write_text('{"log_history": [{"timing/step_s": 3')
+    printed = "{'loss': '0.01', 'reward': '0.7', 'timing/step_s': '10', 'timing/reward/judge_s': '2'}\n"
+    r = gpu_check.grpo_result(tmp_path, printed)
+    assert r["steps"] == 1 and r["step_s"] == 10.0 and r["reward_shares"] == {"judge": 0.2}
+
+
+def test_an_output_that_cannot_be_read_is_reported_and_the_parts_after_it_still_run(tmp_path, monkeypatch):
+    """Reading a part's output must never end the run: the loan is not repeated for a parse."""
+    calls = []
+
+    def fake_run(name, cmd, seconds, out):
+        calls.append(name)
+        return {"rc": 0, "seconds": 1.0, "log": ""}
+
+    def garbled(log):
+        raise ValueError("garbled")
+
+    monkeypatch.setattr(gpu_check, "run_part", fake_run)
+    monkeypatch.setattr(gpu_check, "engines_result", garbled)
+    gpu_check.main(["--smoke", "--out", str(tmp_path / "out"), "--only", "engines", "grpo_generate"])
+    assert calls == ["engines", "grpo_generate"]
+    table = (tmp_path / "out" / "gpu_check.md").read_text()
+    assert "| engines | its output could not be read: ValueError: garbled | 1.0 |" in table
+    assert "| grpo_generate | no steps logged | 1.0 |" in table
