@@ -80,8 +80,9 @@ def padded_logits(lm, prompts: list[list[int]], pad_id: int) -> torch.Tensor:
     ids, real = static.layout(prompts, pad_id, len(prompts), max(map(len, prompts)))
     positions = (real.cumsum(dim=1) - 1).clamp_min(0)
     dev = lm.device
-    return lm(input_ids=ids.to(dev), position_ids=positions.to(dev),
-              attention_mask=static.prefill_mask(real.to(dev), ids.shape[1]), logits_to_keep=1).logits[:, -1]
+    with static.attention_kernels(dev):  # the kernels `sample_static`'s prefill runs
+        return lm(input_ids=ids.to(dev), position_ids=positions.to(dev),
+                  attention_mask=static.prefill_mask(real.to(dev), ids.shape[1]), logits_to_keep=1).logits[:, -1]
 
 
 @torch.inference_mode()

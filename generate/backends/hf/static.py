@@ -17,6 +17,9 @@ has a fixed shape for the whole batch:
   On a CPU the same loop runs eagerly (no graph): the tests check its tokens there.
 - **Sampling** is the `fast` loop's (`sampling.sample`): a random stream per request, so a
   request's tokens depend on its seed, not on its neighbours.
+- **Attention kernels**: the hf backend's decode kernels (`device.decode_sdpa_backends`: no cuDNN
+  on CUDA), set by the loop itself, so whoever calls it (the backend, `scripts/check_static.py`)
+  checks and times the kernels the backend runs, never torch's own choice.
 
 No prefix store: a GPU prefills a batch's prompts in a fraction of its decode time.
 """
@@ -24,10 +27,13 @@ No prefix store: a GPU prefills a batch's prompts in a fraction of its decode ti
 from __future__ import annotations
 
 import logging
+from contextlib import nullcontext
 
 import torch
+from torch.nn.attention import sdpa_kernel
 from transformers import StaticCache
 
+from generate.backends.hf import device as hf_device
 from generate.backends.hf.sampling import generators, sample
 
 log = logging.getLogger(__name__)
@@ -44,6 +50,13 @@ def capture_failure() -> str | None:
 
 def round_up(n: int, multiple: int) -> int:
     return -(-n // multiple) * multiple
+
+
+def attention_kernels(device: torch.device | str):
+    """A context that lets SDPA use only the backend's decode kernels on `device` (none on a CPU:
+    torch's choice there, as in the backend)."""
+    backends = hf_device.decode_sdpa_backends(str(device))
+    return sdpa_kernel(backends) if backends else nullcontext()
 
 
 def layout(prompts: list[list[int]], pad_id: int, rows: int, width: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -141,6 +154,13 @@ def sample_static(lm, prompts: list[list[int]], *, max_new_tokens: int, temperat
 
     `graphs`: replay the step as a CUDA graph (default: on CUDA). Returns per prompt the generated
     tokens, a stop token (if reached) last, as `decode.sample_batch` does."""
+    with attention_kernels(lm.device):
+        return _sample_static(lm, prompts, max_new_tokens=max_new_tokens, temperature=temperature, top_p=top_p,
+                              seeds=seeds, pad_id=pad_id, stop_ids=stop_ids, graphs=graphs)
+
+
+def _sample_static(lm, prompts: list[list[int]], *, max_new_tokens: int, temperature: float, top_p: float,
+                   seeds: list[int | None], pad_id: int, stop_ids: set[int], graphs: bool | None) -> list[list[int]]:
     device = lm.device
     graphs = device.type == "cuda" and _GRAPHS_FAILED is None if graphs is None else graphs
     n, width = len(prompts), max(len(p) for p in prompts)
