@@ -15,12 +15,13 @@ working tree. So one payload is packed here and split:
   the corpus sample's embeddings, computed here, so no reward embeds the corpus there.
 
 `.device/calls.txt` lists the device tool calls, one per part, to be made back to back (each
-within the machine's warm period, 30 s, of the one before): every call but the last stashes its
-part in /root/stash; the last one runs `scripts/gpu_run.sh`, which joins the parts, checks their
-hash, installs and runs `scripts/gpu_check.py` into $OUT. When `status` shows less device time
-left than the last call's limit plus a minute, lower both its `timeout_s` and `GPU_CALL_LIMIT` to
-what is left less a minute: the check fits its parts inside `GPU_CALL_LIMIT`, and a call the tool
-cuts short loses the part in flight.
+within the machine's warm period, 30 s, of the one before; a reply with warm: false after the
+first means the earlier parts are gone: start again): every call but the last stashes its part in
+/root/stash; the last one runs `scripts/gpu_run.sh`, which joins the parts, checks their hash,
+installs and runs `scripts/gpu_check.py` into $OUT. When `status` shows less device time left
+than the last call's limit plus a minute, lower both its `timeout_s` and `GPU_CALL_LIMIT` to what
+is left less a minute: the check fits its parts inside `GPU_CALL_LIMIT`, and a call the tool cuts
+short loses the part in flight. Then give the machine back.
 """
 
 from __future__ import annotations
@@ -191,8 +192,14 @@ def tree_bytes() -> int:
     return sum((REPO / f.decode()).stat().st_size for f in files if f and (REPO / f.decode()).is_file())
 
 
-LAST_CALL_NOTE = (f"# Before the last call: if `status` shows budget_left_s under {CALL_LIMIT + 60}, "
-                  "set its timeout_s and GPU_CALL_LIMIT to budget_left_s - 60.\n")
+# The stash lives on the machine only while it stays warm (30 s after a reply): a call that finds a
+# fresh one (its reply says warm: false) has lost the parts before it, and the calls after it would
+# spend the loan on a hash check that fails at the end.
+CALL_NOTES = ("# Make the calls back to back, each within 30 s of the reply before it. From the second call on, "
+              "a reply with warm: false is a fresh machine without the earlier parts: start again from call 1.\n"
+              f"# Before the last call: if `status` shows budget_left_s under {CALL_LIMIT + 60}, "
+              "set its timeout_s and GPU_CALL_LIMIT to budget_left_s - 60.\n"
+              "# After the last call: give_back (a warm machine's idle seconds count as device time).\n")
 
 
 def device_calls(n: int) -> list[str]:
@@ -239,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
         (out / f"call{k}" / f"payload.tar.part{k:02d}").write_bytes(chunk)
     (out / f"call{len(parts)}" / "payload.sha256").write_text(hashlib.sha256(data).hexdigest() + "\n")
     calls = device_calls(len(parts))
-    (out / "calls.txt").write_text("\n".join(calls) + "\n" + LAST_CALL_NOTE)
+    (out / "calls.txt").write_text("\n".join(calls) + "\n" + CALL_NOTES)
     print(f"payload {len(data) / MiB:.1f} MiB in {len(parts)} parts of at most {part / MiB:.1f} MiB "
           f"(+ the working tree, {tree_bytes() / MiB:.1f} MiB, each call); the calls, back to back:")
     print("\n".join(calls))

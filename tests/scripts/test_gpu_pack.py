@@ -63,3 +63,12 @@ def test_the_device_calls_stash_each_part_and_the_last_runs_the_check_within_the
     assert all("gpu_run.sh" not in c and "timeout_s=120" in c for c in calls[:3])
     assert "timeout_s=600" in calls[3] and "GPU_CALL_LIMIT=600 bash scripts/gpu_run.sh /root/stash" in calls[3]
     assert all(len(c.split('command="')[1]) < 2000 for c in calls)  # the device tool's command limit
+
+
+def test_calls_txt_says_how_to_see_a_lost_stash_when_to_shorten_the_last_call_and_to_give_back():
+    """The stash outlives a call only while the machine stays warm: a reply with warm: false after
+    the first call means the earlier parts are gone, and the calls after it would spend the loan."""
+    notes = gpu_pack.CALL_NOTES
+    assert "warm: false" in notes and "start again from call 1" in notes
+    assert "budget_left_s under 660" in notes and "GPU_CALL_LIMIT to budget_left_s - 60" in notes
+    assert "give_back" in notes
