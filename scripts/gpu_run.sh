@@ -14,7 +14,9 @@ echo "$(cat "$stash/payload.sha256")  $tmp/payload.tar" | sha256sum -c --quiet \
     || { echo "error: the payload's parts do not add up (a call missing, or made on a machine since replaced);" \
               "the stash holds: $(ls "$stash" | tr '\n' ' ')"; exit 2; }
 rm -rf "$tmp/payload" && tar -xf "$tmp/payload.tar" -C "$tmp" && rm "$tmp/payload.tar"
-site=$tmp/site
+# Named site-packages: dill (through datasets) takes a module whose path lacks that name for the user's
+# own code and pickles it by value, which fails for some compiled packages (pyarrow among them).
+site=$tmp/site-packages
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$site" \
     "$tmp"/payload/wheels/*.whl
 cp -r "$tmp/payload/site/." "$site/"
