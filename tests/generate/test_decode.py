@@ -42,6 +42,18 @@ def test_a_requests_draws_depend_on_its_own_seed_only():
     assert abs(float((draws == top).float().mean()) - float(probs[top])) < 0.03  # Gumbel-max draws from p
 
 
+def test_top_p_1_draws_from_p_when_early_tokens_underflow_to_zero():
+    """With top_p 1 the whole vocabulary is read in token order. At a low temperature the
+    probabilities of far-off tokens underflow to 0; with such a token before the likely ones, a row
+    drew fewer numbers than its candidates and the first undrawn candidate won every draw (its
+    Gumbel score infinite): here token 500 instead of token 999, whose probability is 0.98."""
+    logits = torch.zeros(1, 1000)
+    logits[0, :500] = -200.0  # probability 0 once divided by the temperature
+    logits[0, 999] = 10.0
+    draws = [int(sample(logits, 1.0, 1.0, [torch.Generator().manual_seed(s)])) for s in range(200)]
+    assert min(draws) >= 500 and 185 <= draws.count(999) < 200  # p(999) = e^10 / (e^10 + 499) = 0.978
+
+
 def test_the_store_returns_the_longest_common_prefix_and_keeps_its_budget():
     kv = lambda n: [(torch.zeros(1, n, 2), torch.ones(1, n, 2))]  # noqa: E731 - one layer, H=1, D=2
     store = PrefixStore(budget_bytes=10_000)

@@ -53,7 +53,7 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float, generators: l
         idx, kept = torch.arange(probs.shape[-1]).expand_as(probs), probs
     # A row draws as many numbers as its own nucleus needs (at least NUCLEUS_K), never as many as the
     # widest row of its batch: else one long-tailed neighbour would shift every row's random stream.
-    draws = (kept > 0).sum(dim=-1).clamp_min(min(NUCLEUS_K, kept.shape[-1])).tolist()
+    draws = _draws(kept, min(NUCLEUS_K, kept.shape[-1]))
     noise = torch.ones(kept.shape)  # past a row's draws every candidate has probability 0
     for r, (g, d) in enumerate(zip(generators, draws)):
         noise[r, :d] = torch.rand(d, generator=g)
@@ -61,6 +61,16 @@ def sample(logits: torch.Tensor, temperature: float, top_p: float, generators: l
     gumbel = -torch.log(-torch.log(noise.clamp_min(1e-20)))
     scores = torch.where(kept > 0, kept.log() + gumbel, torch.full_like(kept, -torch.inf))
     return idx.gather(-1, scores.argmax(dim=-1, keepdim=True)).squeeze(-1)
+
+
+def _draws(kept: torch.Tensor, least: int) -> list[int]:
+    """Per row, how many random numbers it draws: up to its last candidate of nonzero probability, so
+    that every such candidate gets a number of its own (one past the draws would get the noise of a
+    1, an infinite Gumbel score, and win whatever its probability). A nucleus lists its candidates
+    first; the whole vocabulary (top_p 1) is in token order, where a token whose probability
+    underflowed to 0 (a low temperature) can sit before ones that did not."""
+    columns = torch.arange(kept.shape[-1], device=kept.device)
+    return (torch.where(kept > 0, columns, -1).amax(dim=-1) + 1).clamp_min(least).tolist()
 
 
 def generators(seeds: list[int | None]) -> list[torch.Generator]:
