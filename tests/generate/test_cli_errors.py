@@ -19,6 +19,12 @@ def write(tmp_path, name, text):
     return str(path)
 
 
+def folder(tmp_path, name):
+    path = tmp_path / name
+    path.mkdir()
+    return str(path)
+
+
 CASES = {
     "unknown framework": (lambda t: ["--framework", "brainstorm"], "--framework: 'brainstorm' is not one of"),
     "unknown model": (lambda t: ["--model", "gpt-9"], "unknown model"),
@@ -28,6 +34,8 @@ CASES = {
     "empty prompt": (lambda t: ["--dataset", write(t, "d.jsonl", '{"id": "a", "prompt": ""}\n')], "is empty"),
     "unknown config key": (lambda t: ["--config", write(t, "c.yaml", "framwork: review\n")], "unknown config key"),
     "bad config yaml": (lambda t: ["--config", write(t, "c.yaml", "a: [1\n")], "not valid YAML"),
+    "no model in the directory": (lambda t: ["--model", f"hf:{folder(t, 'm')}", "--limit", "1"],
+                                  "cannot load hf model"),
     "unreachable server": (lambda t: ["--model", "openai:m", "--base-url", "http://127.0.0.1:9/v1", "--retries", "1",
                                       "--timeout", "2", "--limit", "1"], "still failing after 1 retries"),
 }

@@ -62,6 +62,24 @@ def default_path(device: str) -> str:
     return os.environ.get("REVIEW_LAB_HF_PATH") or ("static" if device.startswith("cuda") else "fast")
 
 
+def _load(model: str, dtype: torch.dtype, device: str):
+    """The tokenizer and model behind `model`, or one `UsageError` line saying why not: no model
+    there (a missing, empty or unrelated directory, an unknown hub id) or no chat template (a base
+    model: every request and every scored pair is rendered with it, so it would fail at the first
+    call, after the run had started writing)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
+        if not tokenizer.chat_template:
+            raise UsageError(f"hf model {model!r} has no chat template: the hf backend renders every request "
+                             "with it; use an instruct (chat) model")
+        lm = AutoModelForCausalLM.from_pretrained(model, dtype=dtype).to(device).eval()
+    except (OSError, ValueError) as exc:  # ValueError: a directory holding no tokenizer, no model config
+        raise UsageError(f"cannot load hf model {model!r}: {str(exc).strip().splitlines()[0]}") from None
+    return tokenizer, lm
+
+
 def numerics_fields(accel) -> dict:
     """The manifest's record of what computes a decode step (a `CpuAcceleration`, or None)."""
     return {"packed_linears": bool(accel and accel.packed_linears),
@@ -82,8 +100,6 @@ class HFBackend(Backend):
     def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None,
                  path: str | None = None):
         super().__init__(model)
-        from transformers import AutoModelForCausalLM, AutoTokenizer
-
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         path = path or default_path(self.device)
         if path not in PATHS:
@@ -93,11 +109,7 @@ class HFBackend(Backend):
         # Sequences later prompts start with (fast path).
         self.store = PrefixStore(store_budget(self.device), store_reserve(self.device))
         self.dtype = pick_dtype(dtype, self.device)
-        try:
-            self.tokenizer = AutoTokenizer.from_pretrained(model, padding_side="left")
-            self.lm = AutoModelForCausalLM.from_pretrained(model, dtype=self.dtype).to(self.device).eval()
-        except OSError as exc:
-            raise UsageError(f"cannot load hf model {model!r}: {str(exc).splitlines()[0]}") from None
+        self.tokenizer, self.lm = _load(model, self.dtype, self.device)
         self.identity = model_identity(model)  # of the weights just loaded, whatever replaces them later
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
