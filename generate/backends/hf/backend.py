@@ -15,6 +15,7 @@ from functools import cache
 
 import torch
 from torch.nn.attention import sdpa_kernel
+from transformers import GenerationConfig
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
 from generate.backends.hf.decode import sample_batch
@@ -80,6 +81,15 @@ def _load(model: str, dtype: torch.dtype, device: str):
     return tokenizer, lm
 
 
+def stop_ids(tokenizer, generation_config) -> frozenset[int]:
+    """Every token that ends a reply, for every path: the tokenizer's end of sequence and padding,
+    and the end-of-sequence ids the checkpoint's `generation_config.json` names (a list for some chat
+    models: an end of turn beside an end of text), which `generate()` alone would otherwise stop at."""
+    eos = getattr(generation_config, "eos_token_id", None)
+    ids = {tokenizer.eos_token_id, tokenizer.pad_token_id, *(eos if isinstance(eos, list) else [eos])}
+    return frozenset(int(i) for i in ids if i is not None)
+
+
 def numerics_fields(accel) -> dict:
     """The manifest's record of what computes a decode step (a `CpuAcceleration`, or None)."""
     return {"packed_linears": bool(accel and accel.packed_linears),
@@ -113,6 +123,13 @@ class HFBackend(Backend):
         self.identity = model_identity(model)  # of the weights just loaded, whatever replaces them later
         if self.tokenizer.pad_token_id is None:
             self.tokenizer.pad_token = self.tokenizer.eos_token
+        self.stop = stop_ids(self.tokenizer, self.lm.generation_config)
+        # A request's decoding settings are all there is to its decoding (what manifests record, what
+        # our loops apply): the checkpoint's own sampling defaults (a `repetition_penalty`, a `top_k`)
+        # would reach the `generate` path alone, so its generation config keeps only the token ids.
+        self.lm.generation_config = GenerationConfig(bos_token_id=self.lm.generation_config.bos_token_id,
+                                                     eos_token_id=sorted(self.stop),
+                                                     pad_token_id=self.tokenizer.pad_token_id)
         # What the CPU folder speeds up for this model (None: nothing, or no folder): it may pack the
         # model's weights and route its attention through its kernels, so it is asked once, here.
         cpu = _cpu_folder() if path == "fast" else None
@@ -181,8 +198,8 @@ class HFBackend(Backend):
         enc = self.tokenizer(texts, return_tensors="pt", padding=True, add_special_tokens=False).to(self.device)
         kwargs = {"max_new_tokens": params.max_new_tokens, "pad_token_id": self.tokenizer.pad_token_id,
                   "return_dict_in_generate": True, "output_logits": want is not None}
-        if params.temperature > 0:
-            kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p)
+        if params.temperature > 0:  # top_k=0: else transformers' default keeps the 50 most likely tokens only
+            kwargs.update(do_sample=True, temperature=params.temperature, top_p=params.top_p, top_k=0)
         else:
             kwargs.update(do_sample=False, temperature=None, top_p=None, top_k=None)
         with self._lock:
@@ -196,12 +213,11 @@ class HFBackend(Backend):
                     torch.cuda.empty_cache()
                 raise
         new = out.sequences[:, enc["input_ids"].shape[1]:]
-        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
         prompt_lens = enc["attention_mask"].sum(dim=1).tolist()
         logprobs = torch.log_softmax(torch.stack(out.logits, dim=1).float(), dim=-1) if want is not None else None
         results = []
         for i, row in enumerate(new.tolist()):
-            n = next((j for j, t in enumerate(row) if t in stop), len(row))
+            n = next((j for j, t in enumerate(row) if t in self.stop), len(row))
             comp = Completion(
                 text=self.tokenizer.decode(row[:n], skip_special_tokens=True),
                 prompt_tokens=int(prompt_lens[i]), completion_tokens=n,
@@ -216,20 +232,18 @@ class HFBackend(Backend):
         (seeded by the request), no vocabulary sort, finished rows leave the batch."""
         prompts = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         params = requests[0].params
-        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
         with self._lock:
             outs = sample_batch(self.lm, prompts, max_new_tokens=params.max_new_tokens,
                                 temperature=params.temperature, top_p=params.top_p, seeds=[r.seed for r in requests],
-                                pad_id=self.tokenizer.pad_token_id, stop_ids=stop, store=self.store,
+                                pad_id=self.tokenizer.pad_token_id, stop_ids=self.stop, store=self.store,
                                 step=self.step, encode=self.encode)
-        return self._completions(prompts, outs, stop)
+        return self._completions(prompts, outs)
 
     def _static(self, texts: list[str], requests: list[ChatRequest]) -> list[Completion]:
         """Sampled requests on the static path (`static.py`), in groups of similar length whose
         decode caches fit the card's memory (one group on a CPU)."""
         prompts = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
         params = requests[0].params
-        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
         budget = decode_token_budget(self.lm, self.device)
         groups = (chunks([len(p) + params.max_new_tokens for p in prompts], budget, STATIC_ROWS) if budget
                   else [list(range(len(prompts)))])
@@ -239,15 +253,15 @@ class HFBackend(Backend):
                 done = sample_static(self.lm, [prompts[i] for i in group], max_new_tokens=params.max_new_tokens,
                                      temperature=params.temperature, top_p=params.top_p,
                                      seeds=[requests[i].seed for i in group], pad_id=self.tokenizer.pad_token_id,
-                                     stop_ids=stop)
+                                     stop_ids=self.stop)
                 for i, tokens in zip(group, done):
                     outs[i] = tokens
-        return self._completions(prompts, outs, stop)
+        return self._completions(prompts, outs)
 
-    def _completions(self, prompts: list[list[int]], outs: list[list[int]], stop: set[int]) -> list[Completion]:
+    def _completions(self, prompts: list[list[int]], outs: list[list[int]]) -> list[Completion]:
         results = []
         for ids, tokens in zip(prompts, outs):
-            n = next((j for j, t in enumerate(tokens) if t in stop), len(tokens))
+            n = next((j for j, t in enumerate(tokens) if t in self.stop), len(tokens))
             results.append(Completion(text=self.tokenizer.decode(tokens[:n], skip_special_tokens=True),
                                       prompt_tokens=len(ids), completion_tokens=n,
                                       finish_reason="stop" if n < len(tokens) else "length"))
@@ -258,14 +272,13 @@ class HFBackend(Backend):
         (`prefix.py`): the same tokens and, up to float noise, the same logprobs
         as `generate()`, for a fraction of the prefill."""
         prompts = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
-        stop = {self.tokenizer.eos_token_id, self.tokenizer.pad_token_id}
         with self._lock:
             outs = greedy_with_prefix(self.lm, prompts, requests[0].params.max_new_tokens, self.tokenizer.pad_token_id,
-                                      stop, self.batch_size, store=self.store, step=self.step)
+                                      self.stop, self.batch_size, store=self.store, step=self.step)
         want = requests[0].logprobs
         results = []
         for ids, (tokens, dists) in zip(prompts, outs):
-            n = next((j for j, t in enumerate(tokens) if t in stop), len(tokens))
+            n = next((j for j, t in enumerate(tokens) if t in self.stop), len(tokens))
             comp = Completion(text=self.tokenizer.decode(tokens[:n], skip_special_tokens=True),
                               prompt_tokens=len(ids), completion_tokens=n,
                               finish_reason="stop" if n < len(tokens) else "length")
