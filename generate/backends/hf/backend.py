@@ -272,10 +272,11 @@ class HFBackend(Backend):
         (`prefix.py`): the same tokens and, up to float noise, the same logprobs
         as `generate()`, for a fraction of the prefill."""
         prompts = [self.tokenizer(t, add_special_tokens=False)["input_ids"] for t in texts]
+        want = requests[0].logprobs
         with self._lock:
             outs = greedy_with_prefix(self.lm, prompts, requests[0].params.max_new_tokens, self.tokenizer.pad_token_id,
-                                      self.stop, self.batch_size, store=self.store, step=self.step)
-        want = requests[0].logprobs
+                                      self.stop, self.batch_size, store=self.store, step=self.step,
+                                      dists=want is not None)
         results = []
         for ids, (tokens, dists) in zip(prompts, outs):
             n = next((j for j, t in enumerate(tokens) if t in self.stop), len(tokens))
