@@ -123,6 +123,28 @@ def test_a_machine_short_of_memory_makes_the_store_drop_its_oldest_entries():
     assert len(unbounded.entries) == 1
 
 
+def test_the_store_counts_prompt_tokens_served_not_the_openings_encoded_for_them():
+    """An opening two prompts share is encoded once after what the store holds of it; that lookup
+    served no prompt, and each prompt then counts its whole reuse: counting both reported the
+    store's part twice in a run's `reused_tokens` (and its "% of them from the prefix store")."""
+    from types import SimpleNamespace
+
+    from generate.backends.hf.decode import store_shared_prefixes
+
+    def encode(ids, positions, past, mask, keep):  # a one-layer stand-in: only shapes matter here
+        kv = torch.zeros(ids.shape[0], 1, (past[0][0].shape[2] if past else 0) + ids.shape[1], 2)
+        return torch.zeros(ids.shape[0], len(keep), 5), [(kv, kv + 1)]
+
+    store, held = PrefixStore(), list(range(100))
+    store.add(held, [(torch.zeros(1, 100, 2), torch.ones(1, 100, 2))])
+    opening = held + list(range(1000, 1100))
+    prompts = [opening + [1, 2], opening + [3]]
+    assert store_shared_prefixes(SimpleNamespace(device=torch.device("cpu")), prompts, store, 0, encode) == 1
+    assert (store.hits, store.reused_tokens) == (0, 0)
+    assert [store.lookup(p).tokens for p in prompts] == [200, 200]
+    assert (store.hits, store.reused_tokens) == (2, 400)
+
+
 @pytest.mark.slow
 def test_reused_prefixes_give_the_same_tokens_as_recomputing_them():
     """A debate-like second round (history + reply + a new turn) through the real model in float32:

@@ -44,7 +44,7 @@ def store_shared_prefixes(lm, prompts: list[list[int]], store: PrefixStore, pad_
     if not shared:
         return 0
     prefixes = [list(p) for p in shared]
-    cache, _ = prefill(lm, prefixes, [store.lookup(p) for p in prefixes], pad_id, 0, encode)
+    cache, _ = prefill(lm, prefixes, [store.lookup(p, prompt=False) for p in prefixes], pad_id, 0, encode)
     width = max(map(len, prefixes))
     for r, p in enumerate(prefixes):
         store.add(p, row_kv(cache, r, torch.arange(width - len(p), width, device=lm.device)))

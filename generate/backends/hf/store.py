@@ -115,16 +115,19 @@ class PrefixStore:
         self.buckets[key[:self.BUCKET]].discard(key)
         self.size -= _nbytes(self.entries.pop(key))
 
-    def lookup(self, tokens: list[int], whole: bool = False) -> Reuse:
+    def lookup(self, tokens: list[int], whole: bool = False, prompt: bool = True) -> Reuse:
         """The longest stored prefix of `tokens` and its per-layer keys/values, leaving at least
         one token of its own (whose logits the caller needs) unless `whole` (a caller that wants
-        only the cache); `NOTHING` when none is long enough."""
+        only the cache); `NOTHING` when none is long enough. Counted in `hits` and `reused_tokens`
+        (prompt tokens served, as run manifests report them) only for a `prompt`: an opening
+        encoded for several prompts is not one, and each of them counts its whole reuse."""
         best, best_key = self._longest(tokens, whole)
         if best_key is None:
             return NOTHING
         self.entries.move_to_end(best_key)
-        self.hits += 1
-        self.reused_tokens += best
+        if prompt:
+            self.hits += 1
+            self.reused_tokens += best
         return Reuse(best, [(k[:, :best], v[:, :best]) for k, v in self.entries[best_key]], best_key)
 
     def held(self, tokens: list[int]) -> int:
