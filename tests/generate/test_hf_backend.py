@@ -120,3 +120,14 @@ def test_greedy_calls_keep_distributions_only_when_logprobs_are_asked(tiny, monk
     plain, scored = greedy(b), greedy(b, logprobs=2)
     assert kept[0] == 0 and kept[1] == len(scored.logprobs) > 0
     assert plain.text == scored.text and plain.logprobs is None
+
+
+def test_a_token_limit_the_context_cannot_hold_is_refused_not_failed_prompt_by_prompt(tiny):
+    """Every prompt failed for good, exit 1, with a message that said to shorten the prompt."""
+    b = backend(tiny)  # a context of 256 tokens
+    with pytest.raises(UsageError, match="max_new_tokens 256 leaves no room for a prompt"):
+        b._generate([ChatRequest(PROMPT, SamplingParams(256, 0.9, 0.9), seed=1)])
+    long = [{"role": "user", "content": "rain " * 300}]  # a prompt too long for a limit that fits: refused alone
+    refused, ok = b._generate([ChatRequest(long, SamplingParams(8, 0.9, 0.9), seed=1),
+                               ChatRequest(PROMPT, SamplingParams(8, 0.9, 0.9), seed=1)])
+    assert "exceeds the model's context" in refused.error and ok.error is None

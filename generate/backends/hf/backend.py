@@ -169,6 +169,10 @@ class HFBackend(Backend):
         texts = [self.render(r) for r in requests]
         lengths = [len(ids) for ids in self.tokenizer(texts, add_special_tokens=False)["input_ids"]]
         budget = requests[0].params.max_new_tokens
+        if self.context_length is not None and budget >= self.context_length:
+            # No prompt fits: each prompt failing for good would blame the prompts, run after run.
+            raise UsageError(f"max_new_tokens {budget:,} leaves no room for a prompt: the model's context is "
+                             f"{self.context_length:,} tokens; lower the token limit (--max-new-tokens)")
         fits = [i for i, n in enumerate(lengths) if self.context_length is None or n + budget <= self.context_length]
         results = [Completion(text="", prompt_tokens=n, finish_reason="error",
                               error=f"prompt of {n:,} tokens + {budget} new tokens exceeds the model's context of "
