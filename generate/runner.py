@@ -242,7 +242,7 @@ class Runner:
                  len(self.tasks), len(done & set(self.prompt_sha256)), len(final), len(todo))
         if todo:  # bf16 or float32 by the CPU: the same command on another machine samples from other logits
             run.check_provenance("backend numerics", run.recorded.get("backend") or {},
-                                 self.model.backend.numerics(), NUMERICS_ADVICE)
+                                 self.model.backend.resume_numerics(), NUMERICS_ADVICE)
         # Phase costs of the earlier invocations (the journal replays their calls), kept and added to.
         carried = recorded_phases(self.out) if (self.out / "calls.jsonl").is_file() else {}
         if run.needs_manifest(todo):

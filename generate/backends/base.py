@@ -94,9 +94,12 @@ class Backend(abc.ABC):
             speed), the weights included: what the model is beyond its name (`identity`, see
             `generate.backends.identity`) and what the backend picks by the machine (the hf
             backend's dtype).
+        SAMPLING: the `describe` fields that change how a sampled request draws its tokens from the
+            same logits (the hf decode `path`): a resumed run keeps them too (`resume_numerics`).
     """
 
     NUMERICS: tuple[str, ...] = ()
+    SAMPLING: tuple[str, ...] = ()
     batch_size: int = 1
     max_concurrency: int = 1
     timeout: float | None = None
@@ -128,6 +131,13 @@ class Backend(abc.ABC):
         computation, so a run refuses to mix them (`numerics_change`)."""
         described = self.describe()
         return {k: described[k] for k in self.NUMERICS if k in described}
+
+    def resume_numerics(self) -> dict:
+        """`numerics` and the `SAMPLING` fields: what a resumed run of sampled calls must keep, else its
+        stories mix two ways of drawing tokens under a manifest that names one. Journal rows and the
+        evaluation's fingerprints keep to `numerics`: greedy calls and scores do not depend on them."""
+        described = self.describe()
+        return {k: described[k] for k in (*self.NUMERICS, *self.SAMPLING) if k in described}
 
     async def aclose(self) -> None:  # noqa: B027 - optional hook
         """Release what belongs to the running event loop (connection pools) before it ends."""

@@ -46,7 +46,7 @@ ADVICE = "use another --out to start a new one"
 # directory has other weights: resumed on another machine or after retraining, the same command
 # would sample from other logits and mix both in one output.
 NUMERICS_ADVICE = ("finish with the same weights on a machine like the first (the backend picks its dtype "
-                   "and kernels by the machine), or use another --out")
+                   "and kernels by the machine) and the same $REVIEW_LAB_HF_PATH, or use another --out")
 
 
 def settings_of(keys: Sequence[str]) -> Callable[[dict], dict]:

@@ -163,8 +163,8 @@ class Curator:
         """Refuse other numerics or retrieval sources, then curate `todo` chunk by chunk; after each,
         the manifest's `progress` holds this invocation's judged and failed responses so far."""
         settings = self.settings()
-        run.check_provenance("backend numerics", run.recorded.get("backend") or {}, self.model.backend.numerics(),
-                             NUMERICS_ADVICE)
+        run.check_provenance("backend numerics", run.recorded.get("backend") or {},
+                             self.model.backend.resume_numerics(), NUMERICS_ADVICE)
         examples, index_fp = self._retrieve(todo)
         if "retrieval" in run.recorded:  # another corpus, exemplars or encoder
             run.check_provenance("retrieval sources", run.recorded["retrieval"], index_fp)

@@ -138,7 +138,7 @@ class Optimiser:
         todo = [it for it in range(self.cfg.iterations + 1) if not self._path(it).is_file()]
         if todo:  # bf16 or float32 by the CPU: another machine would continue from other logits
             run.check_provenance("backend numerics", run.recorded.get("backend") or {},
-                                 self.model.backend.numerics(), NUMERICS_ADVICE)
+                                 self.model.backend.resume_numerics(), NUMERICS_ADVICE)
         if run.needs_manifest(todo):
             write_manifest(self.out, kind="principle-optimisation", config=asdict(self.cfg), seed=self.cfg.seed,
                            templates={**self.templates.texts(), "start": self.start.to_yaml()},

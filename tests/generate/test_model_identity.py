@@ -129,3 +129,28 @@ def test_a_journal_row_without_numerics_still_replays(tmp_path):
     backend = Computing("float32")
     assert complete(Journal(path), backend) == [r["text"] for r in rows] and backend.requests == []
 
+
+
+def test_a_run_resumed_under_another_decode_path_is_refused(tmp_path):
+    """The paths draw a sampled request's tokens differently from the same logits: one run's stories
+    must not mix them under a manifest that names one path."""
+    from generate.backends.hf import HFBackend
+
+    weights = tmp_path / "model"
+    tiny_model(weights, seed=0)
+    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
+
+    def run(limit, path):
+        cfg = RunConfig(framework="single", model=f"hf:{weights}", dataset=str(dataset), out=str(tmp_path / "run"),
+                        limit=limit, max_new_tokens=4)
+        backend = HFBackend(str(weights), batch_size=4, dtype="float32", device="cpu", path=path)
+        assert backend.numerics() == HFBackend(str(weights), dtype="float32", device="cpu", path="fast").numerics()
+        return Runner(cfg, model=Model(backend)).run()
+
+    run(1, "generate")
+    with pytest.raises(UsageError, match=r"another backend numerics \(path 'generate' then, 'fast' now\).*"
+                                         r"the same \$REVIEW_LAB_HF_PATH"):
+        run(2, "fast")
+    assert len((tmp_path / "run" / "stories.jsonl").read_text().splitlines()) == 1
+    run(2, "generate")  # the same path: resumed
+    assert len((tmp_path / "run" / "stories.jsonl").read_text().splitlines()) == 2

@@ -106,6 +106,7 @@ class HFBackend(Backend):
     # decode kernel and fused step where they build (within bf16 rounding of transformers, not bit
     # for bit). Packing changes no number.
     NUMERICS = ("dtype", "device", "decode_attention", "decode_step", "identity")
+    SAMPLING = ("path",)  # `generate` seeds a batch from its first request, the own loops each request
 
     def __init__(self, model: str, *, batch_size: int = 8, dtype: str = "auto", device: str | None = None,
                  path: str | None = None):
