@@ -34,6 +34,7 @@ from typing import Any
 from generate.backends import ChatRequest, Completion, Model, TokenLogprob
 from generate.common.errors import UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl, repair_jsonl
+from generate.usage import Usage
 
 
 def request_key(model: str, req: ChatRequest) -> str:
@@ -184,6 +185,7 @@ class FailureLog:
         self._legacy: Counter[str] = Counter()  # lines without `reseed`: every call was reseeded
         self._reseeds: dict[str, Counter] = defaultdict(Counter)
         self._final: dict[str, str] = {}
+        self._lost: dict[str, list[dict]] = defaultdict(list)
         for record in read_jsonl(self.path):
             self._count(record)
 
@@ -196,6 +198,8 @@ class FailureLog:
             self._reseeds[item][tuple(call)] += 1
         if record.get("final"):
             self._final[item] = record.get("reason", "")
+        if record.get("lost_usage"):
+            self._lost[item].append(record["lost_usage"])
 
     def attempt(self, item: str) -> int:
         """The number of the attempt the item runs with now (0 if it never failed)."""
@@ -205,6 +209,11 @@ class FailureLog:
         """The attempt number of one call's seed: how often it failed deterministically (plus the
         older lines that reseeded every call)."""
         return self._legacy[item] + self._reseeds[item][call] if item in self._lines else 0
+
+    def lost(self, item: str) -> Usage:
+        """What the item's failed attempts spent on calls no later attempt replays (`lost_usage`:
+        a call blank after its re-asks is asked anew with a new seed): part of the item's cost."""
+        return Usage.total(self._lost.get(item, ()))
 
     def final(self) -> dict[str, str]:
         """Items that failed for good (a refused request), with their reasons: not retried."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import Counter, defaultdict
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from tqdm.auto import tqdm
@@ -43,6 +43,7 @@ from generate.journal import FailureLog, Journal, call_seed
 from generate.phases import drive
 from generate.phases_profile import PhaseProfile, recorded_phases
 from generate.prompts import PromptSet, load_prompts
+from generate.usage import Usage, total_usage
 
 log = logging.getLogger(__name__)
 
@@ -81,23 +82,6 @@ class RunConfig(ModelOptions):
         check_agents(self.framework, self.agents)  # every entry point builds one: all refuse alike
 
 
-@dataclass
-class Usage:
-    calls: int = 0
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-
-    def add(self, c: Completion) -> None:
-        self.calls += 1
-        self.prompt_tokens += c.prompt_tokens
-        self.completion_tokens += c.completion_tokens
-
-
-def total_usage(by_agent: dict[str, Usage]) -> Usage:
-    """A prompt's whole cost: every agent's calls, a teacher's included."""
-    return Usage(*(sum(getattr(u, f.name) for u in by_agent.values()) for f in fields(Usage)))
-
-
 def finished_prompts(path: Path) -> set[str]:
     """Prompts whose stories are all on disk; a partial group (torn write) is dropped first."""
     return done_ids(path, "prompt_id", group_size="n_stories")
@@ -131,6 +115,7 @@ class Failed:
     last: Completion
     kind: str
     reasks: int
+    spent: Usage  # every try of it (the call and its re-asks): a blank's is asked anew, never replayed
 
 
 class PromptsFailed(PartialFailure):
@@ -299,7 +284,7 @@ class Runner:
         # were made: a chunk resumed after an interruption accounts for the work done before it.
         seconds = (time.perf_counter() - t0 + journal.replayed["seconds"] - replayed) / len(chunk)
         return [rec for t in chunk if t.id in finals
-                for rec in self._records(t, finals[t.id], usage[t.id], cut[t.id], seconds)]
+                for rec in self._records(t, finals[t.id], usage[t.id], cut[t.id], seconds, failures.lost(t.id))]
 
     @property
     def reasks(self) -> int:
@@ -317,6 +302,7 @@ class Runner:
         texts: list[str] = [""] * len(calls)
         last: list[Completion] = [Completion(text="")] * len(calls)
         asked = [0] * len(calls)
+        spent = [Usage() for _ in calls]
         todo = list(range(len(calls)))
         with self.profile.phase(phase) as received:
             for reask in range(self.reasks + 1):
@@ -326,6 +312,7 @@ class Runner:
                 for i, out in zip(todo, outs):
                     tid, _, call = calls[i]
                     usage[tid][call.agent].add(out)
+                    spent[i].add(out)
                     texts[i], last[i], asked[i] = clean_reply(call.role, out.text), out, asked[i] + 1
                 # A failed request is not re-asked: refused, it would be refused again; out of
                 # retries, it is asked again (same seed) by the next run.
@@ -341,7 +328,7 @@ class Runner:
             replies[tid].append(texts[i])
             if not texts[i]:
                 kind = "transient" if gave_up(last[i]) else "refused" if last[i].error else "blank"
-                failed[tid].append(Failed(ci, call, last[i], kind, asked[i] - 1))
+                failed[tid].append(Failed(ci, call, last[i], kind, asked[i] - 1, spent[i]))
             elif call.role == "write":  # the reply is the agent's latest story
                 cut[tid][call.agent] = last[i].finish_reason == "length"
         return replies, dict(failed)
@@ -371,7 +358,9 @@ class Runner:
                       "final": final, "reseed": [[step, f.index] for f in failed if f.kind == "blank"],
                       "calls": [{"step": step, "call": f.index, "agent": f.call.agent, "role": f.call.role,
                                  "failure": f.kind, "error": f.last.error} for f in failed],
-                      "prompt_usage": asdict(spent), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
+                      "prompt_usage": asdict(spent),
+                      "lost_usage": asdict(Usage.total(f.spent for f in failed if f.kind == "blank")),
+                      "time": time.strftime("%Y-%m-%dT%H:%M:%S%z")})
         (self.final if final else self.failed)[tid] = reason
         log.warning("%s: prompt failed%s (attempt %d): %s", tid, " for good" if final else "", attempt, reason)
 
@@ -380,8 +369,8 @@ class Runner:
         return journal.complete(self.model, self.cfg.model, requests, desc=phase, reask_blank=False)
 
     def _records(self, task: Task, agents: list, usage: dict[str, Usage], cut: dict[str, bool],
-                 seconds: float) -> list[dict]:
-        total = total_usage(usage)
+                 seconds: float, lost: Usage) -> list[dict]:
+        total = Usage.total([total_usage(usage), lost])  # with what earlier attempts spent on blanks
         records = []
         for agent in agents:
             records.append({

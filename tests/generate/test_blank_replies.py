@@ -259,3 +259,19 @@ def test_failed_lines_without_causes_still_reseed_every_call(tmp_path):
     run(tmp_path, backend, framework="single", limit=1)
     (request,) = backend.requests
     assert request.seed == derive_seed(0, TASK_A.id, 0, 0, "attempt-1")
+
+
+def test_a_finished_prompt_costs_the_blank_calls_of_its_failed_attempts_too(tmp_path):
+    """A call blank after its re-asks is asked anew with a new seed by the next attempt, never
+    replayed: its tokens were spent on the prompt, so its cost counts them (the calls the failed
+    attempt finished are replayed and counted once)."""
+    blank = Scripted(lambda r: "Here's my story:" if is_compose(r, "Ecological") else None)
+    run(tmp_path, blank)
+    (record,) = failures(tmp_path)
+    assert record["lost_usage"] == {"calls": 3, "prompt_tokens": 30, "completion_tokens": 3}  # 1 + 2 re-asks
+    healthy = RecordingEcho()
+    _, stories = run(tmp_path, healthy)
+    made = [r for r in blank.requests + healthy.requests if about_a(r)]
+    (cost,) = {json.dumps(s["prompt_usage"]) for s in stories if s["prompt_id"] == TASK_A.id}
+    assert len(made) == 15  # the failed attempt's 3 blank and 2 finished composes, then the 10 calls left
+    assert json.loads(cost) == {"calls": 15, "prompt_tokens": 150, "completion_tokens": 12 * 3 + 3}
