@@ -13,6 +13,9 @@ from generate.common.errors import UsageError
 from generate.common.jsonl import parse_object
 
 REQUIRED = {"story_id": str, "prompt_id": str, "framework": str, "prompt": str, "text": str}
+# Fields the evaluation reads when present (null allowed): checked here too, since a wrong type
+# would otherwise fail deep inside scoring (the first draft is `drafts[0]`, the writer a model spec).
+OPTIONAL = {"model": str, "agent": str}
 
 
 def load_stories(paths: list[str | Path]) -> list[dict]:
@@ -43,13 +46,27 @@ def load_stories(paths: list[str | Path]) -> list[dict]:
 
 
 def _read(path: Path):
-    with open(path, encoding="utf-8") as fh:
-        for n, line in enumerate(fh, start=1):
+    with open(path, "rb") as fh:  # bytes: a line that is not UTF-8 is named, not a traceback
+        for n, raw in enumerate(fh, start=1):
+            where = f"{path}:{n}"
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError:
+                raise UsageError(f"{where}: not UTF-8 text") from None
             if not line.strip():
                 continue
-            where = f"{path}:{n}"
             row = parse_object(line, where)
-            for key, kind in REQUIRED.items():
-                if not isinstance(row.get(key), kind):
-                    raise UsageError(f"{where}: field {key!r} missing or not a {kind.__name__}")
+            _check_fields(row, where)
             yield where, row
+
+
+def _check_fields(row: dict, where: str) -> None:
+    for key, kind in REQUIRED.items():
+        if not isinstance(row.get(key), kind):
+            raise UsageError(f"{where}: field {key!r} missing or not a {kind.__name__}")
+    for key, kind in OPTIONAL.items():
+        if row.get(key) is not None and not isinstance(row[key], kind):
+            raise UsageError(f"{where}: field {key!r} is not a {kind.__name__} (or null)")
+    drafts = row.get("drafts")
+    if drafts is not None and not (isinstance(drafts, list) and all(isinstance(d, str) for d in drafts)):
+        raise UsageError(f"{where}: field 'drafts' is not a list of strings (or null)")
