@@ -8,12 +8,17 @@ way (the principle detector and the curation agents on a 0-1 scale): one reading
 from __future__ import annotations
 
 import math
+import re
 
 from eval.rubric import SCORE_LINE
 from generate.backends import Completion
 
 SCORE_PREFIX = "Score:"
 _SKIPPABLE = " \t\r\n*_`"
+# What may not follow the number of a score line: another number joined to it by a dash, "to" or
+# "or" (a range or a hedge, "3-4"), a decimal comma ("4,5") or letters run into it ("1e3"). The
+# score pattern stops at the first number of each, which would read them as their first digit.
+_CONTINUED = re.compile(r"[ \t]*(?:[-\u2010-\u2015]|to\b|or\b)[ \t]*\d|,\d|[^\W_]", re.IGNORECASE)
 
 
 def parse_score(text: str, low: int = 0, high: int = 5) -> int | None:
@@ -25,14 +30,17 @@ def parse_score(text: str, low: int = 0, high: int = 5) -> int | None:
 
     Returns:
         The score, or None for an empty reply, no Score line, a number outside `low..high` or on
-        another scale ("8/10"), or a fraction ("4.5"; a whole number written "3.0" is 3).
+        another scale ("8/10"), a fraction ("4.5", "4,5"; a whole number written "3.0" is 3), or
+        a range ("3-4", "3 or 4"): a hedge is no score, and its first number would bias it low.
     """
     if not text or not text.strip():
         return None
-    labelled = SCORE_LINE.findall(text)
-    if not labelled:
+    last = None
+    for last in SCORE_LINE.finditer(text):
+        pass
+    if last is None or _CONTINUED.match(text, last.end()):
         return None
-    value, scale = labelled[-1]
+    value, scale = last.groups()
     return _checked(value, scale, low, high)
 
 
@@ -61,9 +69,9 @@ def expected_score(top: dict[str, float], low: int = 0, high: int = 5) -> float 
     """
     mass = [0.0] * (high + 1)
     for token, logprob in top.items():
-        word = token.strip()
-        if len(word) == 1 and word.isdigit() and low <= int(word) <= high and logprob > -math.inf:
-            mass[int(word)] += math.exp(logprob)
+        digit = _digit(token, low, high)
+        if digit is not None and logprob > -math.inf:
+            mass[digit] += math.exp(logprob)
     total = sum(mass)
     if total <= 0.0:
         return None
@@ -106,9 +114,18 @@ def logprob_score(completion: Completion, prefilled: bool, low: int = 0, high: i
     return None, f"no digit {low}-{high} outweighed the whitespace after {SCORE_PREFIX!r}"
 
 
+def _digit(token: str, low: int, high: int) -> int | None:
+    """The digit of the scale a token is, up to whitespace, else None. `isdecimal`, not `isdigit`:
+    "²" is a digit to `isdigit` but no number to `int`, and one such token among a reply's top
+    logprobs would stop the whole evaluation."""
+    word = token.strip()
+    if len(word) != 1 or not word.isdecimal():
+        return None
+    return int(word) if low <= int(word) <= high else None
+
+
 def _digit_mass(dist: dict[str, float], low: int, high: int) -> float:
-    return sum(math.exp(lp) for t, lp in dist.items() if t.strip().isdigit() and len(t.strip()) == 1
-               and low <= int(t.strip()) <= high)
+    return sum(math.exp(lp) for t, lp in dist.items() if _digit(t, low, high) is not None)
 
 
 def _after_prefix(tokens) -> int | None:
