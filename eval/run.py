@@ -152,7 +152,7 @@ class Evaluator:
             self._check_provenance(run, self.provenance(stories))
         carried: dict[str, float] = (run.recorded.get("seconds") or {}) if done else {}
         if run.needs_manifest(todo):
-            self._write_manifest(stories, _add_seconds(carried, self.timer.seconds()))
+            self._write_manifest(stories, _add_seconds(carried, self.timer.seconds()), run.recorded)
         before = {spec: m.stats.copy() for spec, m in self._models.items()}
         for chunk in tqdm(group_chunks(todo, self.cfg.chunk_stories), desc="eval chunks", unit="chunk",
                           disable=len(todo) <= 1):
@@ -343,11 +343,14 @@ class Evaluator:
         """The texts the scores depend on by name: the rubric's and the surprisal context's."""
         return {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
 
-    def _write_manifest(self, stories: list[dict], seconds: dict[str, float]) -> None:
+    def _write_manifest(self, stories: list[dict], seconds: dict[str, float], recorded: dict) -> None:
+        """Earlier invocations' story hashes and inputs are kept, so that an evaluation resumed with
+        other stories files still refuses a changed text behind any score it holds."""
+        hashes = {**(recorded.get("story_sha256") or {}), **{s["story_id"]: story_sha256(s) for s in stories}}
         extra = {
-            "inputs": {p: _file_sha256(p) for p in self.cfg.stories},
-            "n_stories": len(stories),
-            "story_sha256": {s["story_id"]: story_sha256(s) for s in stories},
+            "inputs": {**(recorded.get("inputs") or {}), **{p: _file_sha256(p) for p in self.cfg.stories}},
+            "n_stories": len(hashes),
+            "story_sha256": hashes,
             "judge_backend": None if self.cfg.no_judge else self.judge.model.backend.describe(),
             "surprisal_context": "PromptSet.writer_messages (template single_write)",
             "provenance": self.provenance(stories),
