@@ -16,6 +16,9 @@ REQUIRED = {"story_id": str, "prompt_id": str, "framework": str, "prompt": str, 
 # Fields the evaluation reads when present (null allowed): checked here too, since a wrong type
 # would otherwise fail deep inside scoring (the first draft is `drafts[0]`, the writer a model spec).
 OPTIONAL = {"model": str, "agent": str}
+# Texts the scorers sanitise (a lone surrogate becomes U+FFFD, with a note). Every other string is
+# copied or hashed as it is, and one that cannot be written as UTF-8 would fail after the scoring.
+SANITISED = {"text", "drafts", "feedback"}
 
 
 def load_stories(paths: list[str | Path]) -> list[dict]:
@@ -67,6 +70,17 @@ def _check_fields(row: dict, where: str) -> None:
     for key, kind in OPTIONAL.items():
         if row.get(key) is not None and not isinstance(row[key], kind):
             raise UsageError(f"{where}: field {key!r} is not a {kind.__name__} (or null)")
+    for key, value in row.items():
+        if key not in SANITISED and isinstance(value, str) and not _utf8(value):
+            raise UsageError(f"{where}: field {key!r} holds an invalid surrogate (not text)")
     drafts = row.get("drafts")
     if drafts is not None and not (isinstance(drafts, list) and all(isinstance(d, str) for d in drafts)):
         raise UsageError(f"{where}: field 'drafts' is not a list of strings (or null)")
+
+
+def _utf8(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
