@@ -15,10 +15,27 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+from generate.common.errors import UsageError
 from rewards.groups import fill_group_means, group_keys
 from rewards.registry import RewardFunc
 
 Values = list[float | None]
+
+
+def reward_weights(weights: Sequence[float] | None, names: Sequence[str]) -> list[float]:
+    """The weights of rewards `names`, in their order: 1 each when none are given.
+
+    The one check of a recipe's `reward_weights` against its `reward_funcs`, made by training before
+    it loads a model and by `review-lab heldout` before it writes a story.
+
+    Raises:
+        UsageError: not one weight per reward (trl would refuse it only once the model is loaded)."""
+    if weights is None:
+        return [1.0] * len(names)
+    if len(weights) != len(names):
+        raise UsageError(f"reward_weights has {len(weights)} weight(s) for {len(names)} reward(s) "
+                         f"({', '.join(names)}): give one weight per reward, in reward_funcs order")
+    return [float(w) for w in weights]
 
 
 def weighted_total(values: dict[str, Values], weights: Sequence[float]) -> Values:
@@ -39,9 +56,7 @@ def score_batch(funcs: Sequence[RewardFunc], prompts: list[Any], completions: li
     Returns:
         ({reward name: values after filling failures}, weighted totals); weights default to 1.
     """
-    weights = list(weights) if weights is not None else [1.0] * len(funcs)
-    if len(weights) != len(funcs):
-        raise ValueError(f"{len(weights)} weights for {len(funcs)} rewards")
+    weights = reward_weights(weights, [f.__name__ for f in funcs])
     values: dict[str, Values] = {}
     pending = []
     for func in funcs:

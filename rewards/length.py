@@ -8,6 +8,7 @@ known to favour longer texts. Words are counted with the metrics' tokenizer (`ev
 from __future__ import annotations
 
 from eval.text import word_tokens
+from generate.common.errors import UsageError
 from rewards.registry import reward
 from rewards.text import completion_texts
 
@@ -18,9 +19,16 @@ def length_penalty(words: int, target_words: int, tolerance: float) -> float:
     return -min(1.0, max(0.0, relative - tolerance) / (1.0 - tolerance))
 
 
-@reward("length")
+def check_options(target_words: int, tolerance: float) -> None:
+    """The penalty is defined for a target of at least one word and a tolerance in [0, 1)."""
+    if not isinstance(target_words, int) or isinstance(target_words, bool) or target_words < 1 \
+            or not isinstance(tolerance, int | float) or not 0 <= tolerance < 1:
+        raise UsageError(f"reward 'length': need an integer target_words >= 1 and 0 <= tolerance < 1, "
+                         f"got {target_words!r}, {tolerance!r}")
+
+
+@reward("length", check=check_options)
 def length(prompts, completions, *, target_words: int = 300, tolerance: float = 0.15, **columns) -> list[float]:
     """Penalty in [-1, 0] for straying from `target_words` by more than `tolerance` (a fraction)."""
-    if target_words < 1 or not 0 <= tolerance < 1:
-        raise ValueError(f"length: need target_words >= 1 and 0 <= tolerance < 1, got {target_words}, {tolerance}")
+    check_options(target_words, tolerance)
     return [length_penalty(len(word_tokens(text)), target_words, tolerance) for text in completion_texts(completions)]

@@ -4,8 +4,10 @@ Every reward follows trl's contract `f(prompts, completions, **columns) -> list[
 (None = no value; see `rewards.groups` for what a missing value means for the advantage). Knobs
 are keyword-only parameters with defaults, so a recipe's `reward_options: {<name>: {...}}` is
 checked against the function's own signature: an unknown reward or option fails with the valid
-choices. A reward that needs shared resources (encoder, reference, judge, caches) declares a
-keyword-only `context` parameter and receives the `RewardContext` it was built with.
+choices, and a reward registered with `check` has its options' values checked when it is bound, so
+a value out of range is refused before a model loads, not on the first batch it scores. A reward
+that needs shared resources (encoder, reference, judge, caches) declares a keyword-only `context`
+parameter and receives the `RewardContext` it was built with.
 
 trl logs each reward as `rewards/<__name__>/mean`, so the callable handed to the trainer must carry
 the reward's name; `bind` returns plain named functions (never bare partials or lambdas).
@@ -29,20 +31,23 @@ CONTEXT = "context"
 class RegisteredReward:
     func: RewardFunc
     novelty: bool  # a novelty-type reward: the quality gate applies to it
+    check: Callable[..., None] | None = None  # raises UsageError for option values the reward refuses
 
 
 REWARDS: dict[str, RegisteredReward] = {}
 
 
-def reward(name: str, *, novelty: bool = False) -> Callable[[RewardFunc], RewardFunc]:
-    """Register a reward function under `name` (which must be its `__name__`, the name trl logs)."""
+def reward(name: str, *, novelty: bool = False, check: Callable[..., None] | None = None
+           ) -> Callable[[RewardFunc], RewardFunc]:
+    """Register a reward function under `name` (which must be its `__name__`, the name trl logs);
+    `check` is called with every option's value (the recipe's over the defaults) when it is bound."""
 
     def decorate(func: RewardFunc) -> RewardFunc:
         if func.__name__ != name:
             raise ValueError(f"reward {name!r} must be a function named {name!r}, got {func.__name__!r}")
         if name in REWARDS:
             raise ValueError(f"reward {name!r} registered twice")
-        REWARDS[name] = RegisteredReward(func, novelty)
+        REWARDS[name] = RegisteredReward(func, novelty, check)
         return func
 
     return decorate
@@ -69,6 +74,11 @@ def bind(name: str, func: RewardFunc, options: Mapping[str, Any], context: Any) 
     if unknown:
         raise UsageError(f"reward {name!r}: unknown option(s) {', '.join(unknown)}; "
                          f"valid: {', '.join(valid) or 'none'}")
+    entry = REWARDS.get(name)
+    if entry is not None and entry.check is not None:
+        defaults = {p.name: p.default for p in inspect.signature(func).parameters.values()
+                    if p.kind is p.KEYWORD_ONLY and p.name != CONTEXT}
+        entry.check(**{**defaults, **options})
     takes_context = CONTEXT in inspect.signature(func).parameters
     bound = functools.partial(func, **options, **({CONTEXT: context} if takes_context else {}))
     timed = context.timer.timed

@@ -44,12 +44,13 @@ from trl import GRPOConfig, ModelConfig, get_peft_config
 
 from eval.rubric import load_rubric
 from generate.common.cli import run_cli
+from generate.common.errors import UsageError
 from generate.common.machine import cpu_supports_bf16
 from generate.common.manifest import write_manifest
 from generate.datasets import load_dataset
 from generate.prompts import load_prompts
 from rewards import RewardContext, build_rewards, get_reward
-from rewards.composite import score_batch
+from rewards.composite import reward_weights, score_batch
 from rewards.signal_check import check_signals
 from train.args import ScriptArguments
 from train.callbacks import RewardTimingCallback
@@ -64,13 +65,22 @@ log = logging.getLogger("train.grpo")
 
 def check_rewards(funcs, weights) -> None:
     """Score two literal stories before training: loads the reference corpus, encoder and judge
-    now (not inside step 1's timing) and fails fast on a broken reward configuration."""
+    now (not inside step 1's timing) and fails fast on a broken reward configuration.
+
+    Raises:
+        UsageError: a reward gave neither story a value (an encoder that cannot load, a judge that
+            cannot answer): every step would fill its values with the group mean, a reward that
+            trains nothing while the run seems to go on."""
     stories = ["The comet's ice sang as the drill bit in; Mira heard her mother's voice in the hum.",
                "Rust bloomed on the orbital garden while the last gardener taught the drones to grieve."]
     prompt = [{"role": "user", "content": "Write a story about a comet."}]
     values, totals = score_batch(funcs, [prompt, prompt], stories, weights, prompt_id=["check", "check"],
                                  task_prompt=["Write a story about a comet."] * 2)
     log.info("reward check: %s -> totals %s", values, totals)
+    dead = [name for name, column in values.items() if all(v is None for v in column)]
+    if dead:
+        raise UsageError(f"reward(s) {', '.join(dead)} gave no value for either story of the start-up check "
+                         "(see the log above for why): training on them would train nothing")
 
 
 def last_checkpoint(output_dir: str | Path) -> str | None:
@@ -101,6 +111,7 @@ def resume_point(training_args: GRPOConfig) -> str | None:
 
 
 def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
+    reward_weights(training_args.reward_weights, script_args.reward_funcs)  # before any loading
     # 1. Prompts: train on the training part of a by-prompt split, saved for the evaluation.
     tasks = load_dataset(script_args.dataset)
     split = split_tasks(tasks, script_args.eval_fraction, script_args.split_seed, script_args.dataset)

@@ -46,7 +46,7 @@ from generate.datasets import load_dataset
 from generate.journal import derive_seed
 from generate.prompts import load_prompts
 from rewards import RewardContext, build_rewards
-from rewards.composite import score_batch
+from rewards.composite import reward_weights, score_batch
 from rewards.text import completion_text
 from train.args import ScriptArguments
 from train.split import load_split
@@ -65,7 +65,7 @@ def recipe_settings(config: dict) -> tuple[ScriptArguments, dict]:
     script = ScriptArguments(**{k: v for k, v in config.items() if k in names})
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
     decoding = {k: config.get(k, defaults[k]) for k in DECODING}
-    weights = config.get("reward_weights") or [1.0] * len(script.reward_funcs)
+    weights = reward_weights(config.get("reward_weights"), script.reward_funcs)
     return script, {**decoding, "reward_weights": weights}
 
 

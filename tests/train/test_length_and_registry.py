@@ -33,7 +33,9 @@ def test_length_reward_counts_words_of_chat_and_plain_completions():
 
 
 def test_length_rejects_bad_options():
-    with pytest.raises(ValueError):
+    from generate.common.errors import UsageError
+
+    with pytest.raises(UsageError):
         length(["p"], ["x"], target_words=0)
 
 

@@ -1,0 +1,78 @@
+"""A recipe the rewards cannot use is refused in one `error:` line with exit status 2, before a
+model loads or a story is written: weights that do not match the rewards, an option value out of
+range, a reward that gives no value at all at the start-up check."""
+
+from __future__ import annotations
+
+import pytest
+
+from generate.common.cli import run_cli
+from generate.common.errors import UsageError
+from tests.train.conftest import REPO
+from train import grpo
+from train import heldout as heldout_reward
+
+LENGTH_ONLY = ["--config", str(REPO / "configs" / "grpo" / "smollm2_cpu.yaml"), "--reward_funcs", "length",
+               "--reward_options", "{}", "--bf16", "false", "--dtype", "float32"]
+
+
+def train_cli(argv, tmp_path, monkeypatch, capsys) -> str:
+    """train/grpo.py's entry point on `argv`; its stderr, after checking it is one line with status 2."""
+    def no_trainer(*args, **kwargs):
+        raise AssertionError("the recipe reached the trainer")
+
+    monkeypatch.setattr(grpo, "GRPOTrainer", no_trainer)
+    parser = grpo.RecipeParser((grpo.ScriptArguments, grpo.GRPOConfig, grpo.ModelConfig))
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(lambda args: grpo.main(*grpo.parse(parser, args)), [*argv, "--output_dir", str(tmp_path / "run")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1, err
+    return err[0]
+
+
+def test_training_refuses_weights_that_do_not_match_the_rewards(tmp_path, monkeypatch, capsys):
+    err = train_cli([*LENGTH_ONLY, "--reward_weights", "1.0", "2.0"], tmp_path, monkeypatch, capsys)
+    assert err.startswith("error: reward_weights has 2 weight(s) for 1 reward(s)")
+
+
+def test_training_refuses_a_length_target_out_of_range(tmp_path, monkeypatch, capsys):
+    argv = [*LENGTH_ONLY, "--reward_weights", "1.0", "--reward_options", '{"length": {"target_words": 0}}']
+    assert "target_words >= 1" in train_cli(argv, tmp_path, monkeypatch, capsys)
+
+
+def test_an_option_value_out_of_range_is_refused_when_the_reward_is_built():
+    from rewards import RewardContext, build_rewards
+
+    for bad in ({"tolerance": 1.5}, {"target_words": 0}, {"target_words": "300"}):
+        with pytest.raises(UsageError, match="reward 'length'"):
+            build_rewards(["length"], {"length": bad}, context=RewardContext())
+    assert build_rewards(["length"], {"length": {"target_words": 30}}, context=RewardContext())
+
+
+def test_the_start_up_check_refuses_a_reward_that_gives_no_value():
+    """An encoder that cannot load makes every embedding reward None: filled with the group mean at
+    every step, it would train nothing while the run seemed to go on."""
+    def dead(prompts, completions, **columns):
+        return [None] * len(completions)
+
+    def half(prompts, completions, **columns):
+        return [None, 1.0]
+
+    with pytest.raises(UsageError, match="dead gave no value"):
+        grpo.check_rewards([half, dead], None)
+    grpo.check_rewards([half], None)  # one failed value is a failure, not a broken reward
+
+
+def test_heldout_refuses_weights_that_do_not_match_the_rewards_before_writing(tmp_path, monkeypatch, capsys):
+    from generate.datasets import load_dataset
+    from train.split import split_tasks
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("reward_funcs: [length]\nreward_weights: [1.0, 1.0]\n")
+    split_tasks(load_dataset("default"), 0.2, 0, "default").save(tmp_path / "run")
+    monkeypatch.setattr(heldout_reward, "write_stories", lambda *a: pytest.fail("wrote stories"))
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(heldout_reward.main, ["--config", str(recipe), "--split", str(tmp_path / "run"),
+                                      "--model", "smollm2-135m-instruct"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1 and "reward_weights has 2 weight(s)" in err[0], err
