@@ -54,16 +54,26 @@ from train.steps import STEP_FILE
 
 log = logging.getLogger("heldout_reward")
 DECODING = ("max_completion_length", "temperature", "top_p", "seed")
-TRAINING = ("reward_weights", *DECODING)  # what heldout reads of the recorded training arguments
+# trl's other sampling settings: held-out stories cannot be sampled with them, so only their defaults pass.
+UNREPRODUCED = ("top_k", "min_p", "repetition_penalty", "generation_kwargs")
+TRAINING = ("reward_weights", *DECODING, *UNREPRODUCED)  # what heldout reads of the recorded training arguments
 EXAMPLE = ("review-lab heldout --config configs/grpo/smollm2_cpu.yaml --split runs/grpo/smollm2_cpu --samples 4 "
            "--model base=smollm2-135m-instruct --model grpo=hf:runs/grpo/smollm2_cpu/merged")
 
 
 def recipe_settings(config: dict) -> tuple[ScriptArguments, dict]:
-    """The recipe's reward arguments and decoding settings (GRPOConfig defaults where unset)."""
+    """The recipe's reward arguments and decoding settings (GRPOConfig defaults where unset).
+
+    Raises:
+        UsageError: the training sampled with a setting the held-out stories cannot be sampled
+            with (`UNREPRODUCED` away from trl's default): they would come from another policy."""
     names = {f.name for f in dataclasses.fields(ScriptArguments)}
     script = ScriptArguments(**{k: v for k, v in config.items() if k in names})
     defaults = {f.name: f.default for f in dataclasses.fields(GRPOConfig)}
+    other = sorted(k for k in UNREPRODUCED if config.get(k, defaults[k]) != defaults[k])
+    if other:
+        raise UsageError(f"training sampled with {', '.join(f'{k}={config[k]!r}' for k in other)}, which held-out "
+                         "stories cannot be sampled with (only max_completion_length, temperature, top_p, seed)")
     decoding = {k: config.get(k, defaults[k]) for k in DECODING}
     weights = reward_weights(config.get("reward_weights"), script.reward_funcs)
     return script, {**decoding, "reward_weights": weights}

@@ -76,3 +76,23 @@ def test_heldout_refuses_weights_that_do_not_match_the_rewards_before_writing(tm
                                       "--model", "smollm2-135m-instruct"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and len(err) == 1 and "reward_weights has 2 weight(s)" in err[0], err
+
+
+@pytest.mark.parametrize("setting", [{"top_k": 50}, {"repetition_penalty": 1.2}, {"min_p": 0.05},
+                                     {"generation_kwargs": {"no_repeat_ngram_size": 3}}])
+def test_heldout_refuses_a_sampling_setting_it_cannot_reproduce(setting):
+    """Held-out stories are sampled with max_completion_length, temperature, top_p and seed; a run
+    trained with another sampling setting would be scored on another policy's stories."""
+    config = {"reward_funcs": ["length"], **setting}
+    with pytest.raises(UsageError, match=f"training sampled with {next(iter(setting))}="):
+        heldout_reward.recipe_settings(config)
+    heldout_reward.recipe_settings({"reward_funcs": ["length"], "top_k": 0, "repetition_penalty": 1.0})
+
+
+def test_heldout_reads_the_recorded_sampling_settings_of_the_run(tmp_path):
+    from generate.common.manifest import write_manifest
+
+    write_manifest(tmp_path, kind="grpo", config={"script": {}, "training": {"top_k": 40}})
+    trained, _ = heldout_reward.trained_config(tmp_path, {"reward_funcs": ["length"]})
+    with pytest.raises(UsageError, match="top_k=40"):
+        heldout_reward.recipe_settings(trained)
