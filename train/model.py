@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from generate.backends import ALIASES, resolve_spec
+from generate.common.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -42,7 +43,16 @@ def init_kwargs(model_args: Any, training_args: Any) -> dict[str, Any]:
     config's own `trust_remote_code`, the recipe's `model_init_kwargs` winning.
 
     One helper for the training load and the merge's reload (`base_identity`): the adapter is
-    merged into the weights it was trained on, never into another revision of the base."""
+    merged into the weights it was trained on, never into another revision of the base.
+
+    Raises:
+        UsageError: the recipe asks for a quantized base (`load_in_4bit` / `load_in_8bit`), which
+            nothing here loads: it would train the full-precision base while the recipe says
+            otherwise, and the merge would not reproduce a quantized training."""
+    quantized = [k for k in ("load_in_4bit", "load_in_8bit") if getattr(model_args, k, False)]
+    if quantized:
+        raise UsageError(f"{', '.join(quantized)}: quantized (QLoRA) training is not supported; remove it from the "
+                         "recipe")
     return {"dtype": model_args.dtype, "revision": model_args.model_revision,
             "attn_implementation": model_args.attn_implementation,
             "trust_remote_code": training_args.trust_remote_code, **(training_args.model_init_kwargs or {})}

@@ -96,3 +96,11 @@ def test_heldout_reads_the_recorded_sampling_settings_of_the_run(tmp_path):
     trained, _ = heldout_reward.trained_config(tmp_path, {"reward_funcs": ["length"]})
     with pytest.raises(UsageError, match="top_k=40"):
         heldout_reward.recipe_settings(trained)
+
+
+@pytest.mark.parametrize("flag", ["--load_in_4bit", "--load_in_8bit"])
+def test_training_refuses_a_quantized_base_it_would_not_load(flag, tmp_path, monkeypatch, capsys):
+    """Nothing passes trl's quantization settings to the model load: the run would train the
+    full-precision base while its recipe and manifest say 4- or 8-bit."""
+    err = train_cli([*LENGTH_ONLY, "--reward_weights", "1.0", flag, "true"], tmp_path, monkeypatch, capsys)
+    assert "quantized (QLoRA) training is not supported" in err
