@@ -35,6 +35,7 @@ from generate.common.paths import REPO_ROOT
 from generate.datasets import Task
 from generate.runner import RunConfig, Runner, run_collecting
 from train.launch import accelerate_command
+from train.split import plain_prompt
 from train.story_config import absolute
 from train.steps import Step, content_hash
 
@@ -66,18 +67,13 @@ def candidates(out: Path, given: list[str], train_tasks: list[Task], eval_tasks:
                             max_new_tokens=max_new_tokens, seed=seed, out=str(out / f"single_t{temperature}"))
             paths.append(run_collecting(Runner(cfg), failed))
         step.finish()
-    held = {_plain(t.prompt) for t in eval_tasks}
+    held = {plain_prompt(t.prompt) for t in eval_tasks}
     for path in paths:
-        leaked = {r["prompt_id"] for r in read_jsonl(path) if _plain(r["prompt"]) in held}
+        leaked = {r["prompt_id"] for r in read_jsonl(path) if plain_prompt(r["prompt"]) in held}
         if leaked:
             raise UsageError(f"{path}: candidates answer evaluation prompts ({', '.join(sorted(leaked))}); "
                              "a reward model trained on them would have seen the test")
     return paths
-
-
-def _plain(prompt: str) -> str:
-    """A prompt as the leak check compares it: case and runs of whitespace do not make another task."""
-    return " ".join(prompt.split()).lower()
 
 
 def curate(out: Path, candidate_runs: list[Path], reference_dir: str | None) -> Path:

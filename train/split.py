@@ -5,6 +5,9 @@ would only show memorisation. Every aspect contributes to the eval set as evenly
 allow: aspects are shuffled, each aspect's prompts are shuffled, and eval prompts are drawn
 round-robin over the aspects (first prompt of each aspect, then the second, ...) until the eval
 share is reached. With SciFi-100 (10 x 10) and a 0.2 share that is exactly 2 prompts per aspect.
+Prompts whose text is the same (case and runs of whitespace aside, `plain_prompt`) under several ids
+are one prompt to the split: all of them land on the same side, so no held-out prompt is also
+trained on under another id.
 
 The saved `split.json` (train/eval prompt ids) is what later evaluation scripts load.
 """
@@ -67,9 +70,14 @@ def split_tasks(tasks: list[Task], eval_fraction: float, seed: int, dataset: str
     if not 0 <= eval_fraction < 1:
         raise UsageError(f"eval_fraction must be in [0, 1), got {eval_fraction}")
     rng = random.Random(seed)
+    same_text: dict[str, list[str]] = defaultdict(list)  # a text's ids, the first one drawn for all
     by_aspect: dict[str, list[str]] = defaultdict(list)
     for t in tasks:
-        by_aspect[t.aspect].append(t.id)
+        ids = same_text[plain_prompt(t.prompt)]
+        if not ids:
+            by_aspect[t.aspect].append(t.id)
+        ids.append(t.id)
+    ids_of = {ids[0]: ids for ids in same_text.values()}
     aspects = sorted(by_aspect)
     rng.shuffle(aspects)
     for aspect in aspects:
@@ -80,11 +88,20 @@ def split_tasks(tasks: list[Task], eval_fraction: float, seed: int, dataset: str
     if eval_fraction > 0 and n_eval == 0:
         raise UsageError(f"eval_fraction {eval_fraction} of {len(tasks)} prompts holds none out; raise it "
                          "(or set 0 to hold out none on purpose)")
-    held_out = set(round_robin[:n_eval])
+    held_out: set[str] = set()
+    for first in round_robin:
+        if len(held_out) >= n_eval:
+            break
+        held_out.update(ids_of[first])
     if held_out and len(held_out) == len(tasks):
         raise UsageError("eval_fraction leaves no training prompt")
     return Split(dataset, seed, eval_fraction, [t.id for t in tasks if t.id not in held_out],
                  [t.id for t in tasks if t.id in held_out])
+
+
+def plain_prompt(prompt: str) -> str:
+    """A prompt as the leak checks compare it: case and runs of whitespace do not make another task."""
+    return " ".join(prompt.split()).lower()
 
 
 def load_split(path: str | Path) -> Split:

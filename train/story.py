@@ -63,7 +63,7 @@ from train import signals as signal_steps
 from train.launch import accelerate_command
 from train.length_gap import length_gap, render_length_gap
 from train.model import resolve_model_path
-from train.split import Split, load_split, split_tasks
+from train.split import Split, load_split, plain_prompt, split_tasks
 from train.steps import Step, content_hash
 from train.story_config import (BASE, EXAMPLE, SELF_GRADED, SIGNALS, SIGNALS_EXAMPLE, SignalsConfig, StoryConfig,
                                 runs_of, scored_metrics)
@@ -140,8 +140,8 @@ def train(cfg: StoryConfig, signal: str, out: Path, options: dict | None, upstre
 def evaluation_prompts(spec: str, limit: int | None, train_tasks: list[Task], heldout: list[Task]) -> list[Task]:
     """The prompts every run is evaluated on; none of them may be a training prompt."""
     tasks = spread_over_aspects(heldout if spec == "heldout" else load_dataset(spec), limit)
-    seen = {t.prompt.strip().lower() for t in train_tasks}
-    leaked = [t.id for t in tasks if t.prompt.strip().lower() in seen]
+    seen = {plain_prompt(t.prompt) for t in train_tasks}
+    leaked = [t.id for t in tasks if plain_prompt(t.prompt) in seen]
     if leaked:
         raise UsageError(f"--eval-dataset {spec}: {len(leaked)} prompt(s) are also training prompts, e.g. {leaked[0]}")
     if not tasks:

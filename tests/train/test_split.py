@@ -75,3 +75,22 @@ def test_a_share_that_rounds_to_no_prompt_is_refused_not_silently_none():
     with pytest.raises(UsageError, match="holds none out"):
         split_tasks(tasks, 0.2, 0)
     assert len(split_tasks(tasks, 0.25, 0).eval) == 1  # 0.5 rounds half up
+
+
+def test_one_text_under_several_ids_is_never_on_both_sides():
+    """A dataset may hold a prompt twice (another aspect, other case or spacing): held out under one
+    id and trained on under the other would be a held-out prompt GRPO saw."""
+    tasks = scifi_like(aspects=4, per_aspect=5)
+    tasks += [Task("dup-a", "Aspect 1", "  PROMPT 0   3 "), Task("dup-b", "Aspect 3", "prompt 0 3")]
+    for seed in range(30):
+        split = split_tasks(tasks, 0.2, seed)
+        sides = {i: "eval" if i in split.eval else "train" for i in ("a0-03", "dup-a", "dup-b")}
+        assert len(set(sides.values())) == 1, (seed, sides)
+        assert set(split.train) | set(split.eval) == {t.id for t in tasks}
+
+
+def test_the_bundled_split_is_the_one_saved_runs_hold():
+    """Grouping by text changes no split of a dataset whose texts differ: the CPU recipe's held-out
+    prompts stay these four."""
+    assert split_tasks(load_dataset("default"), 0.2, 0).eval == [
+        "strong-voice-01", "conflict-and-tension-02", "pacing-01", "symbolism-and-metaphor-02"]
