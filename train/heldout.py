@@ -196,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tasks = split.select(load_dataset(split.dataset or script.dataset), "eval")
     if not tasks:
         raise UsageError("the split holds no held-out prompt")
+    if cfg.samples < 2 and "group_diversity" in script.reward_funcs:  # no sibling: no value, a total without it
+        raise UsageError("group_diversity compares a story with its siblings: --samples must be at least 2")
     funcs = build_rewards(script.reward_funcs, script.reward_options, script.reward_gate, RewardContext())
     prompt_set = load_prompts()
     prompts = [prompt_set.writer_messages(t.prompt) for t in tasks for _ in range(cfg.samples)]

@@ -104,3 +104,20 @@ def test_training_refuses_a_quantized_base_it_would_not_load(flag, tmp_path, mon
     full-precision base while its recipe and manifest say 4- or 8-bit."""
     err = train_cli([*LENGTH_ONLY, "--reward_weights", "1.0", flag, "true"], tmp_path, monkeypatch, capsys)
     assert "quantized (QLoRA) training is not supported" in err
+
+
+def test_heldout_refuses_one_sample_where_group_diversity_needs_siblings(tmp_path, monkeypatch, capsys):
+    """One story per prompt has no sibling: group_diversity would be missing for every story and
+    the total would silently be another composite than the training's."""
+    from generate.datasets import load_dataset
+    from train.split import split_tasks
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text("reward_funcs: [group_diversity, length]\n")
+    split_tasks(load_dataset("default"), 0.2, 0, "default").save(tmp_path / "run")
+    monkeypatch.setattr(heldout_reward, "write_stories", lambda *a: pytest.fail("wrote stories"))
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(heldout_reward.main, ["--config", str(recipe), "--split", str(tmp_path / "run"), "--samples", "1",
+                                      "--model", "smollm2-135m-instruct"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert exit_info.value.code == 2 and len(err) == 1 and "--samples must be at least 2" in err[0], err
