@@ -27,7 +27,8 @@ Launch (one recipe per experiment, any recipe field can be overridden on the com
 `accelerate launch train/grpo.py --config configs/grpo/smollm2_cpu.yaml` (accelerate's default
 config) works too. A run that was killed resumes when the same command is run again: from the
 newest complete checkpoint in `output_dir` (the recipes checkpoint every few steps), or from the
-one `--resume_from_checkpoint <dir>` names. The repository must be importable: `make setup` installs it in editable mode,
+one `--resume_from_checkpoint <dir>` names, and only with the settings it was trained with
+(`run_settings.json`; `max_steps` and other bookkeeping may change). The repository must be importable: `make setup` installs it in editable mode,
 otherwise set PYTHONPATH to the repository root.
 """
 
@@ -40,6 +41,7 @@ import sys
 from pathlib import Path
 
 import torch
+from accelerate import PartialState
 from trl import GRPOConfig, ModelConfig, get_peft_config
 
 from eval.rubric import load_rubric
@@ -110,8 +112,54 @@ def resume_point(training_args: GRPOConfig) -> str | None:
     return found
 
 
+SETTINGS_FILE = "run_settings.json"
+# Training arguments that say how long, where and how visibly to train, not what is trained, and
+# `local_rank`, which differs between the processes of one run.
+BOOKKEEPING = ("log", "save_", "hub_", "eval_", "report_to", "run_name", "output_dir", "push_to_hub", "disable_tqdm",
+               "resume_from_checkpoint", "max_steps", "num_train_epochs", "torch_empty_cache_steps", "dataloader_",
+               "local_rank")
+
+
+def run_settings(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> dict:
+    """What a run is trained with: every recipe field but the bookkeeping ones (`BOOKKEEPING`)."""
+    training = {k: v for k, v in training_args.to_dict().items() if not k.startswith(BOOKKEEPING)}
+    script = {k: v for k, v in vars(script_args).items() if k != "save_merged"}
+    return json.loads(json.dumps({"script": script, "model": vars(model_args), "training": training}, default=str))
+
+
+def check_resumable(output_dir: str | Path, settings: dict, checkpoint: str | None, record: bool = True) -> None:
+    """Resume only a run trained with these settings; record them (`record`: the main process) for
+    the next resume.
+
+    A changed recipe resumed from the old checkpoint would go on training (or, at `max_steps`,
+    not train at all) the old run while the manifest recorded the new settings as its own.
+
+    Raises:
+        UsageError: `output_dir` holds a checkpoint trained with other settings."""
+    path = Path(output_dir) / SETTINGS_FILE
+    try:
+        recorded = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        recorded = None
+    if checkpoint and recorded is not None and recorded != settings:
+        changed = sorted(f"{part}.{k}" for part in settings for k in {*settings[part], *recorded.get(part, {})}
+                         if settings[part].get(k) != recorded.get(part, {}).get(k))
+        raise UsageError(f"{output_dir} holds a run trained with other settings ({', '.join(changed)}); resuming it "
+                         "would continue that run under these: use another --output_dir, or delete that one")
+    if checkpoint and recorded is None:
+        log.warning("%s records no settings: resuming %s as the same run", output_dir, checkpoint)
+    if not record:
+        return
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+
+
 def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
     reward_weights(training_args.reward_weights, script_args.reward_funcs)  # before any loading
+    # A run resumes only with its own settings (before the trainer adds its own to the arguments).
+    checkpoint = resume_point(training_args)
+    check_resumable(training_args.output_dir, run_settings(script_args, training_args, model_args), checkpoint,
+                    record=PartialState().is_main_process)
     # 1. Prompts: train on the training part of a by-prompt split, saved for the evaluation.
     tasks = load_dataset(script_args.dataset)
     split = split_tasks(tasks, script_args.eval_fraction, script_args.split_seed, script_args.dataset)
@@ -143,7 +191,7 @@ def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: Mo
         split.save(training_args.output_dir)
 
     # 4. Train, then save the adapter, the merged model, the curves and the manifest.
-    trainer.train(resume_from_checkpoint=resume_point(training_args))
+    trainer.train(resume_from_checkpoint=checkpoint)
     trainer.save_model(training_args.output_dir)
     log.info("model (LoRA adapter when use_peft) saved to %s", training_args.output_dir)
     if trainer.accelerator.is_main_process:

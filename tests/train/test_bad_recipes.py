@@ -16,10 +16,14 @@ LENGTH_ONLY = ["--config", str(REPO / "configs" / "grpo" / "smollm2_cpu.yaml"), 
                "--reward_options", "{}", "--bf16", "false", "--dtype", "float32"]
 
 
+class Reached(BaseException):
+    """Raised where the trainer would be built: the recipe passed every check (run_cli lets it through)."""
+
+
 def train_cli(argv, tmp_path, monkeypatch, capsys) -> str:
     """train/grpo.py's entry point on `argv`; its stderr, after checking it is one line with status 2."""
     def no_trainer(*args, **kwargs):
-        raise AssertionError("the recipe reached the trainer")
+        raise Reached
 
     monkeypatch.setattr(grpo, "GRPOTrainer", no_trainer)
     parser = grpo.RecipeParser((grpo.ScriptArguments, grpo.GRPOConfig, grpo.ModelConfig))
@@ -121,3 +125,32 @@ def test_heldout_refuses_one_sample_where_group_diversity_needs_siblings(tmp_pat
                                       "--model", "smollm2-135m-instruct"])
     err = capsys.readouterr().err.strip().splitlines()
     assert exit_info.value.code == 2 and len(err) == 1 and "--samples must be at least 2" in err[0], err
+
+
+def test_a_run_resumes_only_with_the_settings_it_was_trained_with(tmp_path, monkeypatch, capsys):
+    """A changed recipe re-run into the same output_dir would continue (at max_steps: not train) the
+    old run while the manifest recorded the new settings as its own."""
+    argv = [*LENGTH_ONLY, "--reward_weights", "1.0"]
+    with pytest.raises(Reached):  # a fresh run: recorded, then trained
+        train_cli(argv, tmp_path, monkeypatch, capsys)
+    checkpoint = tmp_path / "run" / "checkpoint-5"
+    checkpoint.mkdir()
+    (checkpoint / "trainer_state.json").write_text("{}")
+    for same in (argv, [*argv, "--max_steps", "80", "--logging_steps", "5"]):  # how long, how visibly: the same run
+        with pytest.raises(Reached):
+            train_cli(same, tmp_path, monkeypatch, capsys)
+    err = train_cli([*argv, "--learning_rate", "1e-5"], tmp_path, monkeypatch, capsys)
+    assert "holds a run trained with other settings (training.learning_rate)" in err
+    err = train_cli([*argv, "--reward_options", '{"length": {"target_words": 50}}'], tmp_path, monkeypatch, capsys)
+    assert "(script.reward_options)" in err
+
+
+def test_the_processes_of_one_run_record_the_same_settings():
+    """Every process checks a resume; what differs between them (its rank) is no setting."""
+    parser = grpo.RecipeParser((grpo.ScriptArguments, grpo.GRPOConfig, grpo.ModelConfig))
+    script, training, model = parser.parse_args_and_config([*LENGTH_ONLY, "--output_dir", "unused"])
+    seen = []
+    for rank in (0, 1):
+        training.local_rank = rank
+        seen.append(grpo.run_settings(script, training, model))
+    assert seen[0] == seen[1]
