@@ -28,8 +28,9 @@ Launch (one recipe per experiment, any recipe field can be overridden on the com
 config) works too. A run that was killed resumes when the same command is run again: from the
 newest complete checkpoint in `output_dir` (the recipes checkpoint every few steps), or from the
 one `--resume_from_checkpoint <dir>` names, and only with the settings it was trained with
-(`run_settings.json`; `max_steps` and other bookkeeping may change). The repository must be importable: `make setup` installs it in editable mode,
-otherwise set PYTHONPATH to the repository root.
+(`run_settings.json`; `max_steps` and other bookkeeping may change). The repository must be
+importable: `make setup` installs it in editable mode, otherwise set PYTHONPATH to the repository
+root.
 """
 
 from __future__ import annotations

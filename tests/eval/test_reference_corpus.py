@@ -106,7 +106,8 @@ def test_a_partial_copy_of_the_manifests_corpus_is_named_as_such(tiny_corpus: Pa
     """A directory is used as given, but a copy of the committed corpus cut short (or edited) does not
     pass for it without a word: one warning per directory says how it differs."""
     rows = ["file\tsource_encoding\turl\tsha256"] + [
-        f"{name}\tutf-8\thttps://example.invalid/{name}\t{hashlib.sha256((tiny_corpus / name).read_bytes()).hexdigest()}"
+        f"{name}\tutf-8\thttps://example.invalid/{name}\t"
+        f"{hashlib.sha256((tiny_corpus / name).read_bytes()).hexdigest()}"
         for name in ("oceans.txt", "robots.txt", "rockets.txt")]
     manifest = tmp_path / "works.tsv"
     manifest.write_text("\n".join(rows) + "\n", encoding="utf-8")
