@@ -8,10 +8,13 @@ Two routes, both behind a rater's token (the capability in their link; there are
 Every request is checked completely before anything is written, and refused with a status that
 says why and a one-line JSON `error`: 401 no token, 403 a token that is not a rater's (or a
 request from another origin), 404 a story outside the rater's queue or an unknown path, 405 a
-wrong method, 411/413 a body without a length or over `MAX_BODY`, 415 not JSON, 400 a body that
-is not the object above, 422 an aspect or a score outside the study's, 409 a submission id
-reused with other content. A refused request leaves the database as it was. Each request opens
-its own connection; SQLite serialises the writers (`eval.rating.store`).
+wrong method, 408 a body that does not arrive within `TIMEOUT`, 411/413 a body without a length
+or over `MAX_BODY`, 415 not JSON, 400 a body that is not the object above (or a request the
+standard library cannot parse), 422 an aspect or a score outside the study's, 409 a submission
+id reused with other content, 500 anything unforeseen (the traceback goes to the server's log,
+never to the client). A refused request leaves the database as it was. Each request opens its
+own connection; SQLite serialises the writers (`eval.rating.store`). A connection idle for
+`TIMEOUT` is closed, so clients that connect and send nothing cannot hold threads for ever.
 """
 
 from __future__ import annotations
@@ -30,11 +33,18 @@ from eval.rating.study import rater_page_data
 log = logging.getLogger(__name__)
 
 MAX_BODY = 16 * 1024  # bytes: a submission is a few hundred
+TIMEOUT = 60.0  # seconds a connection may stay silent (between requests, or in the middle of a body)
 ROUTE = re.compile(r"^/r/(?P<token>[^/]*)(?P<rate>/rate)?/?$")
 TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 SUBMISSION = re.compile(r"^[A-Za-z0-9-]{8,64}$")
 SECURITY_HEADERS = {"Cache-Control": "no-store", "X-Content-Type-Options": "nosniff",
                     "Referrer-Policy": "no-referrer", "X-Frame-Options": "DENY"}
+# The client left (reset, closed) or went silent past TIMEOUT while the server was reading or writing.
+CLIENT_GONE = (ConnectionError, TimeoutError)
+# What the log shows of a request: control characters escaped (a request line could otherwise write
+# terminal escape sequences or fake lines into the operator's terminal), as the standard library's
+# own log_message does.
+_CONTROL = str.maketrans({c: f"\\x{c:02x}" for c in (*range(0x20), *range(0x7F, 0xA0))})
 
 
 class Refused(Exception):
@@ -56,6 +66,10 @@ class RatingServer(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     server: RatingServer
     protocol_version = "HTTP/1.1"
+    timeout = TIMEOUT  # the socket's: StreamRequestHandler.setup applies it
+
+    def version_string(self) -> str:  # the Server header: not the Python version
+        return "review-lab-rating"
 
     def do_GET(self) -> None:  # noqa: N802 - the standard library's name
         self._handle(self._page)
@@ -66,20 +80,39 @@ class Handler(BaseHTTPRequestHandler):
     def do_PUT(self) -> None:  # noqa: N802
         self._handle(lambda: self._refuse_method())
 
-    do_DELETE = do_PATCH = do_OPTIONS = do_PUT
+    do_HEAD = do_DELETE = do_PATCH = do_OPTIONS = do_PUT
 
     def _refuse_method(self) -> None:
         raise Refused(HTTPStatus.METHOD_NOT_ALLOWED, f"{self.command} is not allowed here")
 
     def _handle(self, action) -> None:
         try:
-            action()
-        except Refused as exc:
-            self.close_connection = True  # an unread body must not be taken for the next request
             try:
-                self._send(exc.status, json.dumps({"error": str(exc)}).encode(), "application/json")
-            except (BrokenPipeError, ConnectionResetError):  # the client left without reading the refusal
-                pass
+                action()
+            except Refused as exc:
+                self._error(exc.status, str(exc))
+            except CLIENT_GONE:
+                raise
+            except Exception:  # a bug, a database gone or locked: a status, the traceback only in the log
+                log.exception("%s %s failed", self.command, _redacted(self.path))
+                self._error(HTTPStatus.INTERNAL_SERVER_ERROR, "internal error: the server could not answer")
+        except CLIENT_GONE:  # nobody left to answer
+            self.close_connection = True
+
+    def _error(self, status: HTTPStatus | int, message: str) -> None:
+        self.close_connection = True  # an unread body must not be taken for the next request
+        self._send(status, json.dumps({"error": message}).encode(), "application/json")
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The standard library's refusals (a malformed request line, too many headers, an unknown
+        method) in the same shape as ours: one-line JSON, the security headers, no HTML."""
+        self.log_error("code %d, message %s", code, message)
+        if self.request_version == "HTTP/0.9":  # a request line it could not parse: a status line all the same
+            self.request_version = "HTTP/1.0"
+        try:
+            self._error(code, message or HTTPStatus(code).phrase)
+        except CLIENT_GONE:
+            self.close_connection = True
 
     def _rater(self, want_rate: bool) -> str:
         match = ROUTE.match(self.path.split("?", 1)[0])
@@ -118,8 +151,8 @@ class Handler(BaseHTTPRequestHandler):
         sid, submission, values = self._validate(payload)
         conn = store.connect(self.server.db)
         try:
-            if not store.in_queue(conn, rater, sid):
-                raise Refused(HTTPStatus.NOT_FOUND, f"story {sid!r} is not in your study")
+            if not store.in_queue(conn, rater, sid):  # the id is echoed only as far as an id goes
+                raise Refused(HTTPStatus.NOT_FOUND, f"story {sid[:40]!r} is not in your study")
             try:
                 done = store.submit(conn, rater, sid, submission, values, len(self.server.meta["aspects"]))
             except store.Conflict as exc:
@@ -132,14 +165,20 @@ class Handler(BaseHTTPRequestHandler):
     def _json_body(self) -> object:
         if self.headers.get_content_type() != "application/json":
             raise Refused(HTTPStatus.UNSUPPORTED_MEDIA_TYPE, "send the rating as application/json")
-        length = self.headers.get("Content-Length")
-        if length is None or not length.isdigit():
+        length = (self.headers.get("Content-Length") or "").strip()
+        # ASCII digits only: str.isdigit() also takes '²', and int() refuses more than 4300 digits
+        if not re.fullmatch(r"[0-9]+", length):
             raise Refused(HTTPStatus.LENGTH_REQUIRED, "a Content-Length is required")
-        if int(length) > MAX_BODY:
+        length = length.lstrip("0") or "0"
+        if len(length) > len(str(MAX_BODY)) or int(length) > MAX_BODY:
             raise Refused(HTTPStatus.REQUEST_ENTITY_TOO_LARGE, f"body over {MAX_BODY} bytes")
         try:
-            return json.loads(self.rfile.read(int(length)).decode("utf-8"))
-        except (UnicodeDecodeError, ValueError):
+            raw = self.rfile.read(int(length))
+        except TimeoutError:
+            raise Refused(HTTPStatus.REQUEST_TIMEOUT, f"the body did not arrive within {self.timeout:g} s") from None
+        try:
+            return json.loads(raw.decode("utf-8"))
+        except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: nested too deep
             raise Refused(HTTPStatus.BAD_REQUEST, "the body is not JSON") from None
 
     def _validate(self, payload: object) -> tuple[str, str, dict[str, int]]:
@@ -167,8 +206,13 @@ class Handler(BaseHTTPRequestHandler):
         if self.close_connection:
             self.send_header("Connection", "close")
         self.end_headers()
-        self.wfile.write(body)
+        if self.command != "HEAD":  # a reply to HEAD has headers only
+            self.wfile.write(body)
 
     def log_message(self, format: str, *args) -> None:  # noqa: A002 - the standard library's signature
-        # Tokens are capabilities: the log never shows one.
-        log.info("%s %s", self.address_string(), re.sub(r"/r/[^/ ]+", "/r/<token>", format % args))
+        log.info("%s %s", self.address_string(), _redacted(format % args))
+
+
+def _redacted(text: str) -> str:
+    """`text` fit for the log: tokens are capabilities, never shown; control characters escaped."""
+    return re.sub(r"/r/[^/ ]+", "/r/<token>", text).translate(_CONTROL)

@@ -14,9 +14,10 @@ import pytest
 
 from eval.rating import store
 from eval.rating.cli import main
-from eval.rating.study import open_study
+from eval.rating.server import Handler, RatingServer
+from eval.rating.study import add_raters, open_study
 from generate.common.errors import UsageError
-from tests.rating.conftest import ASPECTS, SECRET_NAMES, page_data, start_server, write_study_runs
+from tests.rating.conftest import ASPECTS, HOSTILE, SECRET_NAMES, page_data, start_server, write_study_runs
 
 
 def request(base: str, method: str, path: str, body: bytes | None = None, headers: dict | None = None):
@@ -186,3 +187,140 @@ def test_links_of_a_study_served_on_every_interface_name_this_machine(study):
     finally:
         proc.terminate()
         proc.wait()
+
+
+def raw_exchange(base: str, data: bytes, timeout: float = 10) -> bytes:
+    """Everything the server sends back for `data`, until it closes the connection."""
+    with socket.create_connection(urlsplit(base).netloc.split(":"), timeout=timeout) as s:
+        s.sendall(data)
+        reply = b""
+        while chunk := s.recv(65536):
+            reply += chunk
+        return reply
+
+
+def parse_reply(reply: bytes) -> tuple[int, dict, bytes]:
+    """(status, headers, body) of one raw HTTP reply."""
+    head, _, body = reply.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {k.lower(): v.strip() for k, _, v in (line.partition(":") for line in lines[1:])}
+    return int(lines[0].split()[1]), headers, body
+
+
+def raw_post(token: str, body: bytes, length: str | None = None) -> bytes:
+    return (f"POST /r/{token}/rate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            f"Content-Length: {len(body) if length is None else length}\r\n\r\n").encode("latin-1") + body
+
+
+def test_requests_that_used_to_drop_the_connection_get_a_json_status(served):
+    """Each of these once raised inside the handler: no reply at all, a traceback on the server."""
+    base, db, _, tokens = served
+    before = dump(db)
+    token = tokens["ann"]
+    cases = [
+        (raw_post(token, b"[" * 15000), 400),                    # nested past the recursion limit
+        (raw_post(token, b"{}", length="\xb2"), 411),            # '²'.isdigit() is True, int('²') fails
+        (raw_post(token, b"{}", length="9" * 5000), 413),        # int() refuses over 4300 digits
+        (b"TRACE / HTTP/1.1\r\nHost: x\r\n\r\n", 501),           # the standard library's refusals, as JSON
+        (b"GET /r/x HTTP/1.1 extra\r\nHost: x\r\n\r\n", 400),
+    ]
+    for data, expected in cases:
+        status, headers, body = parse_reply(raw_exchange(base, data))
+        assert status == expected, (data[:60], status, body)
+        assert headers["content-type"] == "application/json" and json.loads(body)["error"], body
+        assert headers["x-content-type-options"] == "nosniff"
+        assert "python" not in headers["server"].lower()
+    # HEAD is a method like DELETE: 405, and a reply to HEAD has no body
+    status, headers, body = parse_reply(raw_exchange(base, f"HEAD /r/{token} HTTP/1.1\r\nHost: x\r\n\r\n".encode()))
+    assert status == 405 and body == b"" and int(headers["content-length"]) > 0
+    # a story id is echoed back only as far as an id goes, not the whole 16 KiB a body may hold
+    status, body, _ = post(base, token, rating("s" * 15000))
+    assert status == 404 and len(body["error"]) < 100
+    assert dump(db) == before
+
+
+def test_a_silent_client_is_dropped_and_holds_no_thread(served, monkeypatch):
+    """A body that never arrives is a 408; a connection that sends nothing is closed."""
+    assert 0 < Handler.timeout <= 300  # the standard library's default is None: wait for ever
+    monkeypatch.setattr("eval.rating.server.Handler.timeout", 0.5)
+    base, db, _, tokens = served
+    before = dump(db)
+    status, headers, body = parse_reply(raw_exchange(base, raw_post(tokens["ann"], b"{}", length="100")))
+    assert status == 408 and json.loads(body)["error"]
+    assert raw_exchange(base, b"") == b""  # connected, then silent: the server hangs up
+    assert dump(db) == before
+
+
+def test_an_unforeseen_error_is_a_500_and_its_traceback_stays_in_the_log(served, monkeypatch, caplog):
+    base, db, _, tokens = served
+    sid = stories_of(base, tokens["ann"])[0]
+
+    def locked(*args, **kwargs):
+        raise sqlite3.OperationalError("database is locked")
+
+    monkeypatch.setattr(store, "submit", locked)
+    with caplog.at_level("ERROR", logger="eval.rating.server"):
+        status, body, _ = post(base, tokens["ann"], rating(sid))
+    assert status == 500 and body == {"error": "internal error: the server could not answer"}
+    assert any("database is locked" in r.exc_text for r in caplog.records if r.exc_text)
+    assert all(tokens["ann"] not in r.getMessage() for r in caplog.records)
+
+
+def test_the_log_escapes_control_characters_and_never_shows_a_token(served, caplog):
+    base, _, _, tokens = served
+    with caplog.at_level("INFO", logger="eval.rating.server"):
+        raw_exchange(base, b"GET /\x1b[2J\x1b[31mfake HTTP/1.1\r\nHost: x\r\n\r\n")
+        request(base, "GET", f"/r/{tokens['ann']}")
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) >= 2 and all(tokens["ann"] not in m for m in messages)
+    assert all("\x1b" not in m for m in messages) and any("\\x1b" in m for m in messages)
+
+
+def test_the_page_carries_hostile_story_text_as_inert_json(served):
+    base, _, _, tokens = served
+    status, html, _ = request(base, "GET", f"/r/{tokens['ann']}")
+    assert status == 200
+    assert "<script>alert" not in html and "<img src=x" not in html and html.count("</script>") == 2
+    assert any(HOSTILE.split(" <a")[0] in s["text"] for s in page_data(html)["stories"])
+
+
+def test_many_raters_saving_at_once_lose_nothing(study):
+    """Eight raters, each on one keep-alive connection, 20 submissions each, all at the same time."""
+    db, meta, _ = study
+    conn, _ = open_study(db, [], None)
+    names = [f"rater-{i}" for i in range(8)]
+    tokens = {r.name: r.token for r in add_raters(conn, meta, names) if r.name in names}
+    sids = [row["sid"] for row in conn.execute("SELECT sid FROM stories ORDER BY position")]
+    conn.close()
+    server = RatingServer(("127.0.0.1", 0), db, meta)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    statuses: list[int] = []
+    barrier = threading.Barrier(len(tokens))
+
+    def rate_all(name: str) -> None:
+        client = http.client.HTTPConnection("127.0.0.1", server.server_address[1], timeout=30)
+        barrier.wait()
+        for i in range(20):
+            body = json.dumps(rating(sids[i % len(sids)], f"{name}-sub-{i:03d}", i % 6))
+            client.request("POST", f"/r/{tokens[name]}/rate", body, {"Content-Type": "application/json"})
+            reply = client.getresponse()
+            reply.read()
+            statuses.append(reply.status)
+        client.close()
+
+    try:
+        threads = [threading.Thread(target=rate_all, args=(name,)) for name in tokens]
+        [t.start() for t in threads]
+        [t.join() for t in threads]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert statuses == [200] * 160
+    conn = store.connect(db)
+    assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    assert conn.execute("SELECT COUNT(*) FROM ratings").fetchone()[0] == 160 * len(ASPECTS)
+    for name in tokens:  # each story's current rating is the rater's last submission of it
+        current = {(r["sid"], r["aspect"]): r["value"] for r in store.current(conn, name)}
+        last = {sids[i % len(sids)]: i % 6 for i in range(20)}
+        assert current == {(sid, a): v for sid, v in last.items() for a in ASPECTS}
+    conn.close()
