@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from eval.multiplicity import CORRECTIONS, attainable, benjamini_hochberg, holm, min_wilcoxon_p, prompts_needed
-from eval.stats import wilcoxon_p
+from eval.stats import significant, wilcoxon_p
 
 
 def holm_step_down(p: np.ndarray, alpha: float) -> set[int]:
@@ -90,3 +90,17 @@ def test_attainable_says_when_no_claim_is_possible():
     assert attainable(8, 33, "none", 0.05)["possible"]  # uncorrected, 8 prompts can reach p < 0.05
     assert attainable(8, 1, "holm", 0.05)["possible"]  # one planned test: Holm is no correction
     assert not attainable(1, 5, "holm", 0.05)["possible"]  # one pair: no test at all
+
+
+def test_a_p_value_equal_to_the_threshold_is_no_claim_and_attainable_agrees():
+    """`significant` calls p < alpha, so a floor equal to the threshold cannot pass: on 5 pairs the exact
+    Wilcoxon floor is 2/2^5 = 0.0625 (exact in binary), and with alpha = 0.0625 neither one uncorrected
+    test nor Holm over two at alpha = 0.125 (alpha / m = 0.0625) is attainable; 6 pairs (0.03125) are."""
+    assert min_wilcoxon_p(5) == 0.0625
+    assert not significant(0.1, 0.2, 0.0625, 0.0625)
+    assert significant(0.1, 0.2, 0.0624, 0.0625)
+    for tests, correction, alpha in ((1, "none", 0.0625), (2, "holm", 0.125)):
+        power = attainable(5, tests, correction, alpha)
+        assert power["needed_p"] == 0.0625 and not power["possible"] and power["prompts_needed"] == 6
+        assert attainable(6, tests, correction, alpha)["possible"]
+    assert prompts_needed(0.0625) == 6 and prompts_needed(0.0625 + 1e-12) == 5
