@@ -1,6 +1,6 @@
 """Audited faults of `review-lab compare`: a judge average over the aspects a story happens to have,
 per-prompt metrics described per story, markers lost past the fifth metric, inputs named by path
-only, and the cut-off share of each run."""
+only, and the cut-off share of each run; and the numbers of a multi-story run checked against numpy."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import matplotlib.axes
 import numpy as np
 import pytest
 
-from eval.compare import compare, cut_off_share, load_run
+from eval.compare import compare, cut_off_share, load_run, story_value
 from eval.compare.cli import main as compare_main
 from eval.compare.plots import plot_cost_vs_gain
 from eval.compare.report import render_markdown
@@ -147,3 +147,31 @@ def test_equal_paired_differences_tie_and_zero_is_zero():
     # Unrounded, the loss of 1/3 ranked below the four equal gains and the equal prompt counted as a
     # loss of rank 1: p 0.0625. Tied, and the equal prompt dropped, the test gives 0.1875.
     assert wilcoxon_p(d) == pytest.approx(wilcoxon_p([-1.0, 1.0, 1.0, 1.0, 1.0, 0.0, 1.5])) == pytest.approx(0.1875)
+
+
+def test_a_multi_story_run_is_averaged_described_and_powered_as_numpy_says(tmp_path):
+    """Three skewed stories per prompt (mean and median differ), `ethics` missing on one prompt:
+    the gain is the mean over prompts of (prompt mean - base), the se is clustered by prompt (with
+    three stories on every prompt, the std of the prompt means over sqrt(prompts), not the std of the
+    stories over sqrt(stories)), and the power is judged on the metric with the most pairs."""
+    base = [{"prompt": f"p{i}", "concepts": 2.0 + i / 10, "ethics": 3.0} for i in range(6)]
+    stories = {f"p{i}": [1.0 + i, 2.0 + i / 2, 6.0 + i * i / 4] for i in range(6)}
+    multi = [{"prompt": p, "agent": f"a{j}", "concepts": v, "ethics": None if p == "p0" else 3.0 + v}
+             for p, values in stories.items() for j, v in enumerate(values)]
+    runs = [load_run("base", write_run(tmp_path, "base", base)), load_run("multi", write_run(tmp_path, "multi", multi))]
+    result = compare(runs, metrics=["concepts", "ethics"], n_boot=200)
+    prompt_means = np.array([np.mean(v) for v in stories.values()])
+    gain = result["gains"]["concepts"]["multi"]
+    assert gain["gain"] == pytest.approx(np.mean(prompt_means - [b["concepts"] for b in base]))
+    described = result["describe"]["concepts"]["multi"]
+    assert (described["n"], described["n_clusters"]) == (18, 6)
+    assert described["mean"] == pytest.approx(np.mean(list(stories.values())))
+    assert described["se"] == pytest.approx(np.std(prompt_means, ddof=1) / np.sqrt(6))
+    assert result["gains"]["ethics"]["multi"]["n_pairs"] == 5
+    assert result["power"]["max_pairs"] == 6
+
+
+def test_a_boolean_field_is_no_metric_value():
+    """JSON true is an int to Python; a flag averaged as 1.0 would be a number nobody scored."""
+    assert story_value({"kl": True}, "kl") is None and story_value({"kl": False}, "kl") is None
+    assert story_value({"kl": 1}, "kl") == 1.0
