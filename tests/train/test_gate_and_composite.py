@@ -85,3 +85,9 @@ def test_score_batch_runs_sync_and_async_rewards_in_recipe_order():
     values, totals = score_batch([a, b], ["p", "p"], [chat("x"), chat("y")], [1.0, 0.5], prompt_id=["abc", "abc"])
     assert list(values) == ["a", "b"]
     assert totals == pytest.approx([2.5, 2.5])
+
+
+def test_weighted_total_skips_a_nan_value_as_trl_nansum_does():
+    totals = weighted_total({"judge": [float("nan"), float("nan")], "length": [-0.5, None]}, [2.0, 1.0])
+    assert totals[0] == pytest.approx(-0.5) and totals[1] is None
+
