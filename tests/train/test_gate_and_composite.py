@@ -91,3 +91,16 @@ def test_weighted_total_skips_a_nan_value_as_trl_nansum_does():
     totals = weighted_total({"judge": [float("nan"), float("nan")], "length": [-0.5, None]}, [2.0, 1.0])
     assert totals[0] == pytest.approx(-0.5) and totals[1] is None
 
+
+def test_the_ungated_mean_is_over_the_values_the_reward_gave():
+    """A completion the novelty reward could not score is no 0 in the logged raw mean."""
+    async def judge(prompts, completions, **columns):
+        return [1.0, 1.0, 1.0]
+
+    def novelty(prompts, completions, **columns):
+        return [0.4, None, 0.8]
+
+    logged = {}
+    score_batch([gated(novelty, judge)], ["p"] * 3, [chat("x")] * 3, log_metric=logged.__setitem__,
+                prompt_id=["a", "b", "c"])
+    assert logged == {"ungated/novelty": pytest.approx(0.6)}
