@@ -51,3 +51,17 @@ def test_a_digit_like_token_that_is_no_number_is_ignored():
     judge = Judge(model(LogprobBackend([("²", {"²": math.log(0.5), " 3": math.log(0.4)})])), mode="logprob")
     [result] = judge.score([STORY])
     assert all(v is None for v in result.scores.values()) and result.parse_failures == len(judge.aspects)
+
+
+@pytest.mark.parametrize(("reply", "expected"), [("Score: 4/5", 4), ("Score: 4 out of 5", 4), ("Score: 4/10", None),
+                                                 ("Score: 2 out of 4", None)])
+def test_a_score_on_another_scale_is_no_score(reply, expected):
+    """"4/10" is 2 on a 0-5 scale, not 4: a denominator other than the scale's top refuses the reply."""
+    assert parse_score(reply) == expected
+
+
+def test_a_digit_below_the_scale_holds_no_mass():
+    """On a 1-5 rubric a "0" token is off the scale: pooling it would pull the expectation down."""
+    top = {"0": math.log(0.5), " 3": math.log(0.3), "5": math.log(0.2)}
+    assert expected_score(top, 1, 5) == pytest.approx((3 * 0.3 + 5 * 0.2) / 0.5)
+    assert parse_score("Score: 0", 1, 5) is None
