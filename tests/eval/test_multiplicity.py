@@ -104,3 +104,15 @@ def test_a_p_value_equal_to_the_threshold_is_no_claim_and_attainable_agrees():
         assert power["needed_p"] == 0.0625 and not power["possible"] and power["prompts_needed"] == 6
         assert attainable(6, tests, correction, alpha)["possible"]
     assert prompts_needed(0.0625) == 6 and prompts_needed(0.0625 + 1e-12) == 5
+
+
+@pytest.mark.parametrize("correction", sorted(CORRECTIONS))
+def test_attainable_agrees_with_what_the_correction_does_to_the_floor(correction):
+    """`possible` is a shortcut for: a family of m tests that all reach the Wilcoxon floor, adjusted
+    by the correction itself, has an adjusted p below alpha (BH leaves m equal p-values as they are;
+    Holm multiplies the smallest by m)."""
+    for n in (5, 8, 12, 20):
+        floor = min_wilcoxon_p(n)
+        for m in (1, 3, 11, 33):
+            adjusted = min(CORRECTIONS[correction].adjust([floor] * m))
+            assert attainable(n, m, correction, 0.05)["possible"] == (adjusted < 0.05), (n, m)
