@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from eval.metrics import mean_pairwise_similarity
+from eval.metrics.story import Chunks
 from rewards import diversity
 from rewards.diversity import group_diversity, sibling_dissimilarity
 from tests.train.conftest import chat
@@ -86,3 +87,13 @@ def test_single_process_gather_is_the_identity():
 
     keys, vectors = ["a", "b"], [np.ones(2), None]
     assert gather_across_processes(keys, vectors) == (keys, vectors, 0)
+
+
+def test_a_multi_chunk_story_is_one_unit_vector_so_its_copy_is_no_different():
+    """A story of two orthogonal chunks is the unit vector between them; its mean is not (norm
+    1/sqrt 2), and 1 - dot of such means would score an exact copy 0.5 apart."""
+    vector = Chunks(np.array([[1.0, 0.0], [0.0, 1.0]])).story_vector
+    np.testing.assert_allclose(vector, [2 ** -0.5, 2 ** -0.5])
+    other = Chunks(np.array([[1.0, 0.0]])).story_vector
+    out = sibling_dissimilarity(["p"] * 3, [vector, vector, other])
+    assert out == pytest.approx([(1 - 2 ** -0.5) / 2, (1 - 2 ** -0.5) / 2, 1 - 2 ** -0.5])
