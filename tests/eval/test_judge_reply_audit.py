@@ -65,3 +65,13 @@ def test_a_digit_below_the_scale_holds_no_mass():
     top = {"0": math.log(0.5), " 3": math.log(0.3), "5": math.log(0.2)}
     assert expected_score(top, 1, 5) == pytest.approx((3 * 0.3 + 5 * 0.2) / 0.5)
     assert parse_score("Score: 0", 1, 5) is None
+
+
+def test_markdown_around_the_score_is_stepped_over_and_the_prefix_is_any_case():
+    """`**Score:** **4**` and `score: 4` are scores: a bold marker after the prefix is no answer, and
+    the prefix is matched whatever its case."""
+    bold = TokenLogprob(" **", math.log(0.9), {" **": math.log(0.9), " 3": math.log(0.05)})
+    digit = TokenLogprob("4", math.log(0.8), {"4": math.log(0.8), "2": math.log(0.2)})
+    assert score_from_logprobs(Completion(" **4", logprobs=[bold, digit]), True) == pytest.approx(3.6)
+    words = [TokenLogprob(t, 0.0, {}) for t in ("Final", " score", ":")]
+    assert score_from_logprobs(Completion("Final score: 4", logprobs=[*words, digit]), False) == pytest.approx(3.6)
