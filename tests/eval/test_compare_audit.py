@@ -175,3 +175,13 @@ def test_a_boolean_field_is_no_metric_value():
     """JSON true is an int to Python; a flag averaged as 1.0 would be a number nobody scored."""
     assert story_value({"kl": True}, "kl") is None and story_value({"kl": False}, "kl") is None
     assert story_value({"kl": 1}, "kl") == 1.0
+
+
+def test_a_baseline_that_used_no_tokens_has_no_cost_multiples(tmp_path):
+    """A multiple of zero is undefined: the run's cost is kept, its multiples of the baseline are n/a."""
+    rows = [{"prompt": f"p{i}", "concepts": 2.0 + i} for i in range(4)]
+    zero = {"calls": 0, "prompt_tokens": 0, "completion_tokens": 0}
+    runs = [load_run("base", write_run(tmp_path, "base", rows, zero)), load_run("b", write_run(tmp_path, "b", rows))]
+    cost = compare(runs, metrics=["concepts"], n_boot=100)["cost"]["b"]
+    assert cost["total_tokens"] == 500.0 and cost["x_base"]["total_tokens"] is None
+    assert cost["x_base"]["seconds"] == 1.0 and cost["extra_base_tokens"] is None
