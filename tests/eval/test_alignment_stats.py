@@ -48,6 +48,13 @@ def test_icc_a1_by_hand() -> None:
     assert (ms.rows, ms.cols, ms.error, ms.n, ms.k) == pytest.approx((91 / 24, 1.125, 0.125, 4, 2), rel=1e-12)
 
 
+@pytest.mark.parametrize("scores", [[[1.0, 2.0]], [[1.0], [2.0]], [1.0, 2.0]], ids=["one story", "one rater", "1-d"])
+def test_mean_squares_refuses_a_matrix_without_degrees_of_freedom(scores) -> None:
+    """n - 1 or k - 1 = 0 would divide by zero into NaN mean squares instead of saying why."""
+    with pytest.raises(ValueError, match="n, k >= 2"):
+        mean_squares(scores)
+
+
 # Shrout & Fleiss (1979), Table 1: 6 targets (rows) rated by 4 judges (columns).
 SHROUT_FLEISS = [[9, 2, 5, 8], [6, 1, 3, 2], [8, 4, 6, 8], [7, 1, 2, 6], [10, 5, 6, 9], [6, 2, 4, 7]]
 
