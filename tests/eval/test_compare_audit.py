@@ -185,3 +185,20 @@ def test_a_baseline_that_used_no_tokens_has_no_cost_multiples(tmp_path):
     cost = compare(runs, metrics=["concepts"], n_boot=100)["cost"]["b"]
     assert cost["total_tokens"] == 500.0 and cost["x_base"]["total_tokens"] is None
     assert cost["x_base"]["seconds"] == 1.0 and cost["extra_base_tokens"] is None
+
+
+def test_the_markdown_tables_show_the_numbers_they_name(tmp_path):
+    """Score cells are mean ± std (se, n), the gain row ends in gain / (tokens × base - 1), and the
+    cost row's multiples are calls, tokens and seconds over the baseline's, each from numpy here."""
+    base_values, run_values = [1.0, 2.0, 3.0, 4.0], [2.0, 4.0, 5.0, 7.0]
+    costly = {"calls": 4, "prompt_tokens": 1000, "completion_tokens": 500}  # 3x the tokens, 4x the calls
+    runs = [load_run("base", write_run(tmp_path, "base", [{"prompt": f"p{i}", "concepts": v}
+                                                          for i, v in enumerate(base_values)])),
+            load_run("b", write_run(tmp_path, "b", [{"prompt": f"p{i}", "concepts": v}
+                                                    for i, v in enumerate(run_values)], costly))]
+    markdown = render_markdown(compare(runs, metrics=["concepts"], n_boot=100, correction="none"))
+    std = np.std(run_values, ddof=1)
+    assert f"{np.mean(run_values):.3g} ± {std:.3g} (se {std / 2:.3g}, n 4)" in markdown
+    gain = np.mean(np.subtract(run_values, base_values))
+    assert f"| no | {gain / 2:.3g} |" in markdown
+    assert "| `b` | 4 | 4 | 1,000 | 500 | 1,500 | 1 | 4.00 | 3.00 | 1.00 | n/a |" in markdown
