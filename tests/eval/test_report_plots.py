@@ -1,5 +1,6 @@
 """The report and sweep plots draw a missing value as nothing marked "n/a", never as a 0 bar or a
-zero-width error bar (homogenization n/a for the single agent read as "most diverse")."""
+zero-width error bar (homogenization n/a for the single agent read as "most diverse"); bars and
+cells show the standard error where they say se, not the standard deviation."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import matplotlib.axes
 import pytest
 
 from eval.metrics.catalog import JUDGE, Catalog, MetricSpec, rule_spec
+from eval.report import cell as table_cell
 from eval.report import plot
 from eval.sweep import plot_axis
 
 
 def cell(mean: float | None, se: float | None, n: int) -> dict:
-    return {"mean": mean, "std": None if se is None else se, "se": se, "n": n, "missing": {}}
+    """A summary cell whose std (3 se) differs from its se, so a plot that drew the one for the other fails."""
+    return {"mean": mean, "std": None if se is None else 3 * se, "se": se, "n": n, "missing": {}}
 
 
 @pytest.fixture
@@ -56,3 +59,8 @@ def test_a_sweep_point_without_a_standard_error_has_no_error_bar(tmp_path, drawn
     assert means[:2] == [2.0, 2.5] and math.isnan(means[2])
     assert math.isnan(errors[0]) and errors[1] == 0.1 and math.isnan(errors[2])
     assert [args[2] for args, _ in drawn["text"]] == ["n/a"]
+
+
+def test_a_table_cell_is_mean_std_and_se_in_that_order():
+    assert table_cell({"mean": 1.0, "std": 0.3, "se": 0.05, "n": 36}, 2) == "1.00 ± 0.30 (se 0.05)"
+    assert table_cell({"mean": 1.0, "std": 0.3, "se": None, "n": 2}, 2) == "1.00 ± 0.30"
