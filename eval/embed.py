@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import logging
+import re
 import shutil
 import tempfile
 import zipfile
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from eval.text import chunk_words
+from generate.common.errors import UsageError
 from generate.common.fingerprint import directory_hash, package_version
 from generate.common.paths import cache_root
 
@@ -127,6 +129,19 @@ def encoder_path(name: str) -> str:
         parts, source = _mpnet_parts()
         return str(_extract_split_zip(parts, cache_root() / "models" / name, source))
     return name
+
+
+def check_embedder(name: str) -> None:
+    """Refuse an embedder name `encoder_path` cannot mean: an empty one, a path (it has a
+    directory part beyond a hub id's `owner/name`, or starts with `/`, `.` or `~`) that is no
+    directory, or a hub id with characters a hub id cannot have. Whether a hub id exists is known
+    only once loaded."""
+    if name in ("all-MiniLM-L6-v2", "all-mpnet-base-v2") or (name and Path(name).expanduser().is_dir()):
+        return
+    looks_like_path = name.startswith(("/", ".", "~")) or name.count("/") > 1
+    if looks_like_path or not re.fullmatch(r"[\w.-]+(/[\w.-]+)?", name):
+        raise UsageError(f"embedder {name!r} is neither a packaged encoder (all-MiniLM-L6-v2, all-mpnet-base-v2), "
+                         "an existing directory nor a hub id (owner/name)")
 
 
 def encoder_identity(name: str) -> str:

@@ -29,12 +29,18 @@ def reward_weights(weights: Sequence[float] | None, names: Sequence[str]) -> lis
     it loads a model and by `review-lab heldout` before it writes a story.
 
     Raises:
-        UsageError: not one weight per reward (trl would refuse it only once the model is loaded)."""
+        UsageError: not one weight per reward (trl would refuse it only once the model is loaded),
+            or a weight that is not a finite number (a NaN weight makes every total NaN)."""
     if weights is None:
         return [1.0] * len(names)
     if len(weights) != len(names):
         raise UsageError(f"reward_weights has {len(weights)} weight(s) for {len(names)} reward(s) "
                          f"({', '.join(names)}): give one weight per reward, in reward_funcs order")
+    bad = [(n, w) for n, w in zip(names, weights) if isinstance(w, bool) or not isinstance(w, int | float)
+           or not math.isfinite(w)]
+    if bad:
+        raise UsageError("reward_weights must be finite numbers, got "
+                         + ", ".join(f"{w!r} for {n}" for n, w in bad))
     return [float(w) for w in weights]
 
 

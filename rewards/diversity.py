@@ -27,8 +27,9 @@ from collections import defaultdict
 
 import numpy as np
 
-from eval.embed import DEFAULT_EMBEDDER
+from eval.embed import DEFAULT_EMBEDDER, check_embedder
 from eval.metrics.story import DEFAULT_CHUNK_SIZE
+from generate.common.ranges import AT_LEAST_1, checked, in_range
 from rewards.context import RewardContext
 from rewards.groups import gather_across_processes, group_keys
 from rewards.registry import reward
@@ -57,7 +58,8 @@ def sibling_dissimilarity(keys: list[str], vectors: list[np.ndarray | None]) -> 
     return out
 
 
-@reward("group_diversity", novelty=True)
+@reward("group_diversity", novelty=True,
+        options={"embedder": checked(check_embedder), "chunk_size": in_range(AT_LEAST_1)})
 def group_diversity(prompts, completions, *, context: RewardContext, embedder: str = DEFAULT_EMBEDDER,
                     chunk_size: int = DEFAULT_CHUNK_SIZE, **columns) -> list[float | None]:
     """Mean cosine dissimilarity of each completion to its siblings (same `prompt_id`), in [0, 2].

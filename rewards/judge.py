@@ -26,7 +26,9 @@ from collections.abc import Sequence
 
 from eval.judge import Judgement
 from eval.metrics.story import EMPTY
-from eval.rubric import judge_average
+from eval.rubric import MODES, judge_average, load_rubric
+from generate.backends.specs import check_spec
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, OneOf, checked, http_url, in_range
 from rewards.context import RewardContext
 from rewards.registry import reward
 from rewards.text import completion_texts
@@ -50,7 +52,14 @@ def quality(judgement: Judgement | None, low: int, high: int, aspects: Sequence[
     return None if average is None else (average - low) / (high - low)
 
 
-@reward("judge")
+# What each option admits (`rewards.registry`), checked when a recipe is bound: a bad rubric file
+# is read then, not when the judge first loads.
+OPTIONS = {"model": checked(check_spec), "mode": checked(OneOf(MODES)), "samples": in_range(AT_LEAST_1),
+           "rubric": checked(load_rubric), "timeout": in_range(POSITIVE), "batch_size": in_range(AT_LEAST_1),
+           "base_url": checked(http_url), "concurrency": in_range(AT_LEAST_1), "retries": in_range(NON_NEGATIVE)}
+
+
+@reward("judge", options=OPTIONS)
 async def judge(prompts, completions, *, context: RewardContext, model: str = "smollm2-135m-instruct",
                 mode: str = "logprob", samples: int = 1, rubric: str | None = None, timeout: float = 120.0,
                 batch_size: int = 16, base_url: str | None = None, concurrency: int = 16, retries: int = 2,

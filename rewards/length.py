@@ -8,8 +8,8 @@ known to favour longer texts. Words are counted with the metrics' tokenizer (`ev
 from __future__ import annotations
 
 from eval.text import word_tokens
-from generate.common.errors import UsageError
-from rewards.registry import reward
+from generate.common.ranges import AT_LEAST_1, HELD_OUT, in_range
+from rewards.registry import check_values, reward
 from rewards.text import completion_texts
 
 
@@ -19,16 +19,9 @@ def length_penalty(words: int, target_words: int, tolerance: float) -> float:
     return -min(1.0, max(0.0, relative - tolerance) / (1.0 - tolerance))
 
 
-def check_options(target_words: int, tolerance: float) -> None:
-    """The penalty is defined for a target of at least one word and a tolerance in [0, 1)."""
-    if not isinstance(target_words, int) or isinstance(target_words, bool) or target_words < 1 \
-            or not isinstance(tolerance, int | float) or not 0 <= tolerance < 1:
-        raise UsageError(f"reward 'length': need an integer target_words >= 1 and 0 <= tolerance < 1, "
-                         f"got {target_words!r}, {tolerance!r}")
-
-
-@reward("length", check=check_options)
+# The penalty is defined for a target of at least one word and a tolerance in [0, 1).
+@reward("length", options={"target_words": in_range(AT_LEAST_1), "tolerance": in_range(HELD_OUT)})
 def length(prompts, completions, *, target_words: int = 300, tolerance: float = 0.15, **columns) -> list[float]:
     """Penalty in [-1, 0] for straying from `target_words` by more than `tolerance` (a fraction)."""
-    check_options(target_words, tolerance)
+    check_values("length", target_words=target_words, tolerance=tolerance)
     return [length_penalty(len(word_tokens(text)), target_words, tolerance) for text in completion_texts(completions)]

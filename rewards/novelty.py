@@ -18,12 +18,18 @@ reason, since there it describes the story rather than paying for it.
 
 from __future__ import annotations
 
-from eval.embed import DEFAULT_EMBEDDER
+from eval.embed import DEFAULT_EMBEDDER, check_embedder
+from generate.common.ranges import AT_LEAST_1, POSITIVE, UNBOUNDED, checked, existing_dir, in_range
 from rewards.context import RewardContext
 from rewards.registry import reward
 from rewards.text import CANNOT_EXIST, NO_TEXT, completion_texts, floored
 
 __all__ = ["CANNOT_EXIST", "NO_TEXT", "kl", "novelty_cos", "volume_gain"]
+
+
+# What each option admits (`rewards.registry`); `max_chunks` None: the whole corpus.
+REFERENCE = {"reference_dir": checked(existing_dir), "embedder": checked(check_embedder),
+             "max_chunks": in_range(AT_LEAST_1), "seed": in_range(UNBOUNDED)}
 
 
 def _measure(context: RewardContext, completions, metric: str, reference_dir: str | None, embedder: str,
@@ -38,7 +44,7 @@ def _measure(context: RewardContext, completions, metric: str, reference_dir: st
     return [floored(m.values[metric], m.missing.get(metric)) for m in measured]
 
 
-@reward("kl", novelty=True)
+@reward("kl", novelty=True, options={**REFERENCE, "alpha": in_range(POSITIVE)})
 def kl(prompts, completions, *, context: RewardContext, reference_dir: str | None = None,
        embedder: str = DEFAULT_EMBEDDER, max_chunks: int | None = None, alpha: float = 1.0,
        seed: int = 0, **columns) -> list[float]:
@@ -46,7 +52,7 @@ def kl(prompts, completions, *, context: RewardContext, reference_dir: str | Non
     return _measure(context, completions, "kl", reference_dir, embedder, max_chunks, alpha, seed)
 
 
-@reward("novelty_cos", novelty=True)
+@reward("novelty_cos", novelty=True, options=REFERENCE)
 def novelty_cos(prompts, completions, *, context: RewardContext, reference_dir: str | None = None,
                 embedder: str = DEFAULT_EMBEDDER, max_chunks: int | None = None, seed: int = 0,
                 **columns) -> list[float]:
@@ -54,7 +60,7 @@ def novelty_cos(prompts, completions, *, context: RewardContext, reference_dir: 
     return _measure(context, completions, "novelty_cos", reference_dir, embedder, max_chunks, seed=seed)
 
 
-@reward("volume_gain", novelty=True)
+@reward("volume_gain", novelty=True, options=REFERENCE)
 def volume_gain(prompts, completions, *, context: RewardContext, reference_dir: str | None = None,
                 embedder: str = DEFAULT_EMBEDDER, max_chunks: int | None = None, seed: int = 0,
                 **columns) -> list[float]:

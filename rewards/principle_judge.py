@@ -25,7 +25,13 @@ from __future__ import annotations
 
 from typing import Any
 
+from eval.rubric import MODES
 from eval.scorers.principles import PrincipleScorer
+from eval.scorers.principles.texts import load_state, load_templates
+from generate.backends.specs import check_spec
+from generate.common.errors import UsageError
+from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, UNBOUNDED, OneOf, Range, checked, http_url, \
+    in_range
 from rewards.context import RewardContext
 from rewards.registry import reward
 from rewards.text import completion_texts
@@ -49,7 +55,25 @@ def scorer_for(context: RewardContext, principles: str | None, model: str, mode:
                                                               base_url, concurrency, retries, seed))
 
 
-@reward("principle_judge")
+def check_principles(path: str) -> None:
+    """A principles file the Detector can judge with (a strategy is not needed to judge)."""
+    load_state(path, need_strategy=False)
+
+
+def check_orders(*, mode: str, orders: int | None, **_) -> None:
+    """Sample mode asks one label order (`eval.scorers.principles.detector`)."""
+    if mode == "sample" and orders not in (None, 1):
+        raise UsageError(f"orders must be 1 in sample mode, got {orders}")
+
+
+# What each option admits (`rewards.registry`); the files are read when the recipe is bound.
+OPTIONS = {"principles": checked(check_principles), "model": checked(check_spec), "mode": checked(OneOf(MODES)),
+           "orders": in_range(Range(1, 2)), "templates": checked(load_templates), "timeout": in_range(POSITIVE),
+           "batch_size": in_range(AT_LEAST_1), "base_url": checked(http_url), "concurrency": in_range(AT_LEAST_1),
+           "retries": in_range(NON_NEGATIVE), "seed": in_range(UNBOUNDED)}
+
+
+@reward("principle_judge", options=OPTIONS, check=check_orders)
 async def principle_judge(prompts, completions, *, context: RewardContext, principles: str | None = None,
                           model: str = "smollm2-135m-instruct", mode: str = "logprob", orders: int | None = None,
                           templates: str | None = None, timeout: float = 120.0, batch_size: int = 16,

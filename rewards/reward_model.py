@@ -12,7 +12,8 @@ other rewards after looking at its spread. A completion longer than `max_length`
 
 from __future__ import annotations
 
-from eval.scorers.reward_model import RewardModelScorer, resolve_rm_dir
+from eval.scorers.reward_model import DTYPES, RewardModelScorer, check_device, resolve_rm_dir
+from generate.common.ranges import AT_LEAST_1, OneOf, checked, in_range
 from rewards.context import RewardContext
 from rewards.registry import reward
 from rewards.text import completion_text
@@ -25,7 +26,13 @@ def scorer_for(context: RewardContext, model_dir: str, device: str, dtype: str) 
     return context.resource(key, lambda: RewardModelScorer(model_dir, device, dtype))
 
 
-@reward("reward_model")
+# What each option admits (`rewards.registry`): `model_dir` must hold a reward model when the recipe
+# is bound (`resolve_rm_dir`), not when the first batch is scored.
+OPTIONS = {"model_dir": checked(resolve_rm_dir), "batch_size": in_range(AT_LEAST_1),
+           "max_length": in_range(AT_LEAST_1), "device": checked(check_device), "dtype": checked(OneOf(DTYPES))}
+
+
+@reward("reward_model", options=OPTIONS)
 def reward_model(prompts, completions, *, context: RewardContext, model_dir: str = "runs/rm/smollm2_cpu",
                  batch_size: int = 16, max_length: int | None = None, device: str = "auto",
                  dtype: str = "float32", **columns) -> list[float | None]:

@@ -10,13 +10,15 @@ the policy, so the target does not move as the policy learns; it is the evaluati
 from __future__ import annotations
 
 from eval.metrics.surprisal import surprisal as surprisal_metric
+from generate.backends.specs import check_spec
 from generate.common.errors import UsageError
+from generate.common.ranges import AT_LEAST_1, checked, in_range
 from rewards.context import RewardContext
 from rewards.registry import reward
 from rewards.text import completion_texts, floored
 
 
-@reward("surprisal", novelty=True)
+@reward("surprisal", novelty=True, options={"model": checked(check_spec), "batch_size": in_range(AT_LEAST_1)})
 def surprisal(prompts, completions, *, context: RewardContext, model: str = "smollm2-135m-instruct",
               batch_size: int = 8, **columns) -> list[float | None]:
     """Mean negative log-probability per story token (nats) under `model`; 0.0, the floor, for an

@@ -52,7 +52,7 @@ from generate.common.machine import cpu_supports_bf16
 from generate.common.manifest import write_manifest
 from generate.datasets import load_dataset
 from generate.prompts import load_prompts
-from rewards import RewardContext, build_rewards, get_reward
+from rewards import RewardContext, build_rewards, check_recipe, get_reward
 from rewards.composite import reward_weights, score_batch
 from rewards.signal_check import check_signals
 from train.args import ScriptArguments
@@ -156,7 +156,9 @@ def check_resumable(output_dir: str | Path, settings: dict, checkpoint: str | No
 
 
 def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:
-    reward_weights(training_args.reward_weights, script_args.reward_funcs)  # before any loading
+    # The rewards, their options and weights are checked before anything is loaded or written.
+    reward_weights(training_args.reward_weights, script_args.reward_funcs)
+    check_recipe(script_args.reward_funcs, script_args.reward_options, script_args.reward_gate)
     # A run resumes only with its own settings (before the trainer adds its own to the arguments).
     checkpoint = resume_point(training_args)
     check_resumable(training_args.output_dir, run_settings(script_args, training_args, model_args), checkpoint,

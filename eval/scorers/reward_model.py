@@ -25,6 +25,17 @@ from eval.text import sanitize
 from generate.common.errors import UsageError
 
 MERGED_DIR = "merged"
+DTYPES = ("float32", "bfloat16", "float16")  # what a reward model may be loaded in
+
+
+def check_device(device: str) -> None:
+    """`auto` (CUDA when available) or a device torch can name (`cpu`, `cuda`, `cuda:1`, ...)."""
+    if device == "auto":
+        return
+    try:
+        torch.device(device)
+    except (RuntimeError, ValueError):
+        raise UsageError(f"device {device!r} is not auto or a torch device (cpu, cuda, cuda:N)") from None
 
 
 def resolve_rm_dir(model_dir: str | Path) -> Path:

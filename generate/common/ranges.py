@@ -16,6 +16,9 @@ generates, not after its first framework:
 - A dataclass that trl's parser reads declares its ranges and checks in class attributes `RANGES`
   and `CHECKS` (that parser hands a field's metadata to argparse, which takes no key of ours) and
   checks them in its `__post_init__`.
+- A reward's keyword options (`reward_options` in a GRPO recipe) declare theirs with the same
+  metadata where the reward is registered (`rewards.registry.reward(options=...)`), checked when a
+  recipe is bound.
 """
 
 from __future__ import annotations
@@ -24,7 +27,9 @@ import argparse
 import dataclasses
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from generate.common.errors import UsageError
 
@@ -45,6 +50,8 @@ class Range:
         return self.high is None or (x < self.high if self.open_high else x <= self.high)
 
     def __str__(self) -> str:
+        if self.low is None and self.high is None:
+            return "any number"
         if self.high is None:
             return f"{'>' if self.open_low else '>='} {self.low:g}"
         if self.low is None:
@@ -61,6 +68,7 @@ HELD_OUT = Range(0, 1, open_high=True)  # a training split's held-out share: 0 h
 
 
 PORT = Range(0, 65535)  # 0: the system picks a free one
+UNBOUNDED = Range()  # seeds: any integer seeds a generator
 
 
 def ranged(kind: Callable[[str], float], rng: Range) -> Callable[[str], float]:
@@ -95,6 +103,19 @@ class OneOf:
 
     def __str__(self) -> str:
         return f"one of: {', '.join(self.choices)}"
+
+
+def existing_dir(path: str) -> None:
+    """A check: `path` is an existing directory."""
+    if not Path(path).is_dir():
+        raise UsageError(f"no such directory: {path}")
+
+
+def http_url(url: str) -> None:
+    """A check: an http(s) URL with a host (an OpenAI-compatible server's `base_url`)."""
+    parsed = urlparse(url)
+    if parsed.scheme not in ("http", "https") or not parsed.netloc:
+        raise UsageError(f"{url!r} is not an http(s):// URL")
 
 
 def checked(check: Callable[[Any], None], **metadata: Any) -> dict[str, Any]:

@@ -41,13 +41,42 @@ def test_training_refuses_weights_that_do_not_match_the_rewards(tmp_path, monkey
 
 def test_training_refuses_a_length_target_out_of_range(tmp_path, monkeypatch, capsys):
     argv = [*LENGTH_ONLY, "--reward_weights", "1.0", "--reward_options", '{"length": {"target_words": 0}}']
-    assert "target_words >= 1" in train_cli(argv, tmp_path, monkeypatch, capsys)
+    assert "option target_words must be >= 1, got 0" in train_cli(argv, tmp_path, monkeypatch, capsys)
+
+
+@pytest.mark.parametrize(("funcs", "options", "message"), [
+    (["judge"], '{"judge": {"timeout": -5}}', "error: reward 'judge': option timeout must be > 0, got -5"),
+    (["judge"], '{"judge": {"timeout": NaN}}', "error: reward 'judge': option timeout must be a finite number"),
+    (["judge"], '{"judge": {"mode": "vote"}}', "error: reward 'judge': option mode: 'vote' is not one of: sample"),
+    (["novelty_cos"], '{"novelty_cos": {"max_chunks": 0}}', "error: reward 'novelty_cos': option max_chunks must be"),
+    (["kl"], '{"kl": {"reference_dir": "no/such/dir"}}', "error: reward 'kl': option reference_dir: no such directory"),
+    (["group_diversity"], '{"group_diversity": {"chunk_size": "300"}}',
+     "error: reward 'group_diversity': option chunk_size must be an integer, got '300'"),
+    (["reward_model"], '{"reward_model": {"model_dir": "no/such/rm"}}',
+     "error: reward 'reward_model': option model_dir: no reward model in no/such/rm"),
+    (["principle_judge"], '{"principle_judge": {"mode": "sample", "orders": 2}}',
+     "error: reward 'principle_judge': orders must be 1 in sample mode, got 2"),
+    (["surprisal"], '{"surprisal": {"model": "gpt-9"}}', "error: reward 'surprisal': option model: unknown model"),
+])
+def test_training_refuses_a_reward_option_before_anything_is_written(funcs, options, message, tmp_path, monkeypatch,
+                                                                      capsys):
+    """The run's directory (its recorded settings) is not made: the recipe is refused whole first."""
+    monkeypatch.chdir(tmp_path)
+    argv = [*LENGTH_ONLY, "--reward_funcs", *funcs, "--reward_weights", "1.0", "--reward_options", options,
+            "--allow_weak_signal", "true"]
+    assert train_cli(argv, tmp_path, monkeypatch, capsys).startswith(message)
+    assert not (tmp_path / "run").exists()
+
+
+def test_training_refuses_a_weight_that_is_not_a_number(tmp_path, monkeypatch, capsys):
+    err = train_cli([*LENGTH_ONLY, "--reward_weights", "nan"], tmp_path, monkeypatch, capsys)
+    assert err == "error: reward_weights must be finite numbers, got nan for length"
 
 
 def test_an_option_value_out_of_range_is_refused_when_the_reward_is_built():
     from rewards import RewardContext, build_rewards
 
-    for bad in ({"tolerance": 1.5}, {"target_words": 0}, {"target_words": "300"}):
+    for bad in ({"tolerance": 1.5}, {"target_words": 0}, {"target_words": "300"}, {"tolerance": float("nan")}):
         with pytest.raises(UsageError, match="reward 'length'"):
             build_rewards(["length"], {"length": bad}, context=RewardContext())
     assert build_rewards(["length"], {"length": {"target_words": 30}}, context=RewardContext())
