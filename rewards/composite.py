@@ -5,6 +5,8 @@ Used by the held-out evaluation (`review-lab heldout`) and the trainer's start-u
 filled with its prompt group's mean, `rewards.groups.fill_group_means`, as our trainer does) and
 the same weighted, None-skipping sum: trl turns None into NaN and takes
 `nansum(weights * rewards)` per completion (a completion that every reward skipped has no total).
+A fill is an estimate for the total, never a measurement of its reward: a reward's mean is reported
+over the values it gave (`run_rewards`), with the number filled beside it (`combine`).
 """
 
 from __future__ import annotations
@@ -56,13 +58,35 @@ def weighted_total(values: dict[str, Values], weights: Sequence[float]) -> Value
 
 def score_batch(funcs: Sequence[RewardFunc], prompts: list[Any], completions: list[Any],
                 weights: Sequence[float] | None = None, **columns: Any) -> tuple[dict[str, Values], Values]:
-    """Run every reward on one batch: sync rewards in turn, async ones concurrently in one loop
-    (as trl does, so the judge reward and the gated rewards share one judge call).
+    """Run every reward on one batch (`run_rewards`) and combine them as training does (`combine`).
 
     Returns:
         ({reward name: values after filling failures}, weighted totals); weights default to 1.
     """
     weights = reward_weights(weights, [f.__name__ for f in funcs])
+    filled, _, totals = combine(run_rewards(funcs, prompts, completions, **columns), prompts, weights, **columns)
+    return filled, totals
+
+
+def combine(values: dict[str, Values], prompts: list[Any], weights: Sequence[float], **columns: Any
+            ) -> tuple[dict[str, Values], dict[str, int], Values]:
+    """Each reward's failed values filled with their prompt group's mean, as the trainer fills them,
+    and the weighted totals of the filled values.
+
+    Returns:
+        ({name: filled values}, {name: number of values filled}, weighted totals)."""
+    groups = group_keys(prompts, columns.get("prompt_id"))
+    filled, counts = {}, {}
+    for name, column in values.items():
+        filled[name], counts[name] = fill_group_means(column, groups)
+    return filled, counts, weighted_total(filled, weights)
+
+
+def run_rewards(funcs: Sequence[RewardFunc], prompts: list[Any], completions: list[Any], **columns: Any
+                ) -> dict[str, Values]:
+    """Every reward's values on one batch, as the rewards gave them (None: failed), in `funcs`
+    order: sync rewards in turn, async ones concurrently in one loop (as trl does, so the judge
+    reward and the gated rewards share one judge call)."""
     values: dict[str, Values] = {}
     pending = []
     for func in funcs:
@@ -77,6 +101,4 @@ def score_batch(funcs: Sequence[RewardFunc], prompts: list[Any], completions: li
     if pending:
         for func, out in zip(pending, asyncio.run(run_async())):
             values[func.__name__] = list(out)
-    groups = group_keys(prompts, columns.get("prompt_id"))
-    ordered = {f.__name__: fill_group_means(values[f.__name__], groups)[0] for f in funcs}
-    return ordered, weighted_total(ordered, weights)
+    return {f.__name__: values[f.__name__] for f in funcs}

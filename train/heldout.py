@@ -7,7 +7,10 @@ every model, so the models differ only in their weights. Every story (cleaned as
 a writer's reply) is scored with the training's composite reward (same reward functions, options,
 gate and weights) and a table of per-reward means and the weighted total is printed, with each
 model's paired difference from the first model (per-prompt means, so a prompt's samples count once;
-+- is the standard error over prompts).
++- is the standard error over prompts). A reward's mean is over the values it gave; a failed value
+(None) is filled with its prompt group's mean for the total, as training fills it, and counted
+beside the mean ("2 filled"), never averaged in as if it were measured. `heldout.json` holds the
+values as given (`values`, null where one failed), the counts (`filled`) and the totals.
 
 "The training's" settings are the ones the run's `manifest.json` records (`train/grpo.py`: the
 script arguments and the training arguments, command-line overrides included: `review-lab story`
@@ -46,7 +49,7 @@ from generate.datasets import load_dataset
 from generate.journal import derive_seed
 from generate.prompts import load_prompts
 from rewards import RewardContext, build_rewards
-from rewards.composite import reward_weights, score_batch
+from rewards.composite import combine, reward_weights, run_rewards
 from rewards.text import completion_text
 from train.args import ScriptArguments
 from train.split import load_split
@@ -143,7 +146,8 @@ def paired_difference(per_prompt: np.ndarray, base: np.ndarray) -> str:
 
 
 def table(results: dict[str, dict[str, list]], n_prompts: int, samples: int) -> str:
-    """Per-reward means and the total, plus each model's paired total difference from the first."""
+    """Per-reward means over the values each reward gave (with the number filled for the total,
+    when any), the total, and each model's paired total difference from the first."""
     names = list(next(iter(results.values()))["values"])
     header = ["model"] + names + ["total", "diff vs " + next(iter(results))]
     rows, base = [], None
@@ -154,7 +158,9 @@ def table(results: dict[str, dict[str, list]], n_prompts: int, samples: int) -> 
         per_prompt = np.full(n_prompts, np.nan)
         per_prompt[answered] = np.nanmean(by_prompt[answered], axis=1)
         base = per_prompt if base is None else base
-        cells = [label] + [f"{_mean(res['values'][n]):.4f}" for n in names] + [f"{_mean(list(totals)):.4f}"]
+        filled = res.get("filled") or {}
+        cells = [label] + [f"{_mean(res['values'][n]):.4f}" + (f" ({filled[n]} filled)" if filled.get(n) else "")
+                           for n in names] + [f"{_mean(list(totals)):.4f}"]
         cells.append("-" if per_prompt is base else paired_difference(per_prompt, base))
         rows.append(cells)
     widths = [max(len(r[i]) for r in [header] + rows) for i in range(len(header))]
@@ -209,8 +215,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         label, _, spec = item.rpartition("=") if "=" in item else (item, "", item)
         stories = write_stories(spec, tasks, cfg.samples, settings)
         completions = [[{"role": "assistant", "content": s}] for s in stories]
-        values, totals = score_batch(funcs, prompts, completions, settings["reward_weights"], **columns)
-        results[label] = {"spec": spec, "stories": stories, "values": values, "totals": totals}
+        values = run_rewards(funcs, prompts, completions, **columns)
+        _, filled, totals = combine(values, prompts, settings["reward_weights"], **columns)
+        results[label] = {"spec": spec, "stories": stories, "values": values, "filled": filled, "totals": totals}
     report = table(results, len(tasks), cfg.samples)
     print(f"held-out prompts: {len(tasks)} x {cfg.samples} samples\n{report}")
     if cfg.out:

@@ -7,7 +7,11 @@ for one completion counts as 0 for it while its siblings keep theirs. `GRPOTrain
 such value with the mean of its prompt group's present values right after the gather, so a
 failure gives that component a zero advantage instead of a penalty (see `rewards.groups`, the
 one implementation, which `rewards.composite.score_batch` also uses). The count of filled values
-is logged per reward as `rewards/<name>/filled`.
+is logged per reward as `rewards/<name>/filled`, and `rewards/<name>/mean` and `/std` are over the
+values the reward gave, not the fills: trl computes them after the fill, where a fill is an
+estimate (its group's mean) counted as an observation, which moves the mean whenever groups fail
+unevenly and always shrinks the spread. The total (`reward`) is what the advantages were computed
+from, fills included.
 
 trl's `RepeatSampler` draws each epoch's prompt order from one generator seeded once, so epoch e's
 order is the generator's e-th draw. A run resumed from a checkpoint builds a fresh sampler, and
@@ -21,7 +25,7 @@ from __future__ import annotations
 
 import torch
 import trl
-from trl.trainer.utils import RepeatSampler
+from trl.trainer.utils import RepeatSampler, nanstd
 
 from rewards.groups import fill_group_means
 
@@ -72,10 +76,28 @@ class GRPOTrainer(trl.GRPOTrainer):
         # After the gather, rows are in global order and each prompt's generations are contiguous
         # (trl's RepeatSampler), which is how trl itself groups them: view(-1, num_generations).
         groups = [row // size for row in range(rewards.shape[0])]
+        given = {}
         for i, name in enumerate(self.reward_func_names):
+            given[name] = (torch.nanmean(rewards[:, i]).item(), nanstd(rewards[:, i]).item())
             filled, count = fill_group_means(rewards[:, i].tolist(), groups)
             if count:
                 rewards[:, i] = torch.tensor([torch.nan if v is None else v for v in filled],
                                              dtype=rewards.dtype, device=rewards.device)
             self._metrics[mode][f"rewards/{name}/filled"].append(float(count))
+        self._given_stats = (mode, given)
         return rewards
+
+    def _generate_and_score_completions(self, inputs):
+        """trl's, with each reward's logged mean and std over the values it gave (see the module
+        docstring): trl appends them once per call, from the filled matrix; the last entry of each
+        is replaced."""
+        self._given_stats = None
+        output = super()._generate_and_score_completions(inputs)
+        if self._given_stats is not None:
+            mode, given = self._given_stats
+            for name, stats in given.items():
+                for stat, value in zip(("mean", "std"), stats):
+                    series = self._metrics[mode].get(f"rewards/{name}/{stat}")
+                    if series:
+                        series[-1] = value
+        return output
