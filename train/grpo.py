@@ -35,9 +35,7 @@ root.
 
 from __future__ import annotations
 
-import json
 import logging
-import re
 import sys
 from pathlib import Path
 
@@ -60,6 +58,7 @@ from train.callbacks import RewardTimingCallback
 from train.data import prompt_dataset
 from train.model import export_merged, init_kwargs, resolve_model_path
 from train.recipe_parser import RecipeParser
+from train.resume import check_resumable, resume_point, settings_of
 from train.split import split_tasks
 from train.trainer import GRPOTrainer
 
@@ -86,73 +85,9 @@ def check_rewards(funcs, weights) -> None:
                          "(see the log above for why): training on them would train nothing")
 
 
-def last_checkpoint(output_dir: str | Path) -> str | None:
-    """The newest complete `checkpoint-N` in `output_dir`: one whose trainer_state.json, which the
-    trainer writes last, is whole. A checkpoint cut short by a kill is skipped, not resumed from."""
-    steps = []
-    for path in Path(output_dir).glob("checkpoint-*"):
-        match = re.fullmatch(r"checkpoint-(\d+)", path.name)
-        try:
-            if match:
-                json.loads((path / "trainer_state.json").read_text(encoding="utf-8"))
-                steps.append((int(match.group(1)), str(path)))
-        except (OSError, ValueError):
-            continue
-    return max(steps)[1] if steps else None
-
-
-def resume_point(training_args: GRPOConfig) -> str | None:
-    """Where training starts: the checkpoint `resume_from_checkpoint` names, else (also for
-    `true`/`last`) the newest complete one in `output_dir`, else the beginning."""
-    requested = training_args.resume_from_checkpoint
-    if requested not in (None, True, "true", "True", "last"):
-        return requested
-    found = last_checkpoint(training_args.output_dir)
-    if found:
-        log.info("resuming from %s", found)
-    return found
-
-
-SETTINGS_FILE = "run_settings.json"
-# Training arguments that say how long, where and how visibly to train, not what is trained, and
-# `local_rank`, which differs between the processes of one run.
-BOOKKEEPING = ("log", "save_", "hub_", "eval_", "report_to", "run_name", "output_dir", "push_to_hub", "disable_tqdm",
-               "resume_from_checkpoint", "max_steps", "num_train_epochs", "torch_empty_cache_steps", "dataloader_",
-               "local_rank")
-
-
 def run_settings(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> dict:
-    """What a run is trained with: every recipe field but the bookkeeping ones (`BOOKKEEPING`)."""
-    training = {k: v for k, v in training_args.to_dict().items() if not k.startswith(BOOKKEEPING)}
-    script = {k: v for k, v in vars(script_args).items() if k != "save_merged"}
-    return json.loads(json.dumps({"script": script, "model": vars(model_args), "training": training}, default=str))
-
-
-def check_resumable(output_dir: str | Path, settings: dict, checkpoint: str | None, record: bool = True) -> None:
-    """Resume only a run trained with these settings; record them (`record`: the main process) for
-    the next resume.
-
-    A changed recipe resumed from the old checkpoint would go on training (or, at `max_steps`,
-    not train at all) the old run while the manifest recorded the new settings as its own.
-
-    Raises:
-        UsageError: `output_dir` holds a checkpoint trained with other settings."""
-    path = Path(output_dir) / SETTINGS_FILE
-    try:
-        recorded = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        recorded = None
-    if checkpoint and recorded is not None and recorded != settings:
-        changed = sorted(f"{part}.{k}" for part in settings for k in {*settings[part], *recorded.get(part, {})}
-                         if settings[part].get(k) != recorded.get(part, {}).get(k))
-        raise UsageError(f"{output_dir} holds a run trained with other settings ({', '.join(changed)}); resuming it "
-                         "would continue that run under these: use another --output_dir, or delete that one")
-    if checkpoint and recorded is None:
-        log.warning("%s records no settings: resuming %s as the same run", output_dir, checkpoint)
-    if not record:
-        return
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    """What a run is trained with: every recipe field but the bookkeeping ones (`train.resume.BOOKKEEPING`)."""
+    return settings_of({k: v for k, v in vars(script_args).items() if k != "save_merged"}, training_args, model_args)
 
 
 def main(script_args: ScriptArguments, training_args: GRPOConfig, model_args: ModelConfig) -> None:

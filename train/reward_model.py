@@ -15,6 +15,15 @@ reward's own scorer on the saved model, so it is the number the reward will repr
 `merged/` (the model the reward loads), `split.json`, `metrics.json` (held-out accuracy, mean
 margin, the decision threshold, pair counts, training seconds), `trainer_state.json`, `manifest.json`.
 
+An interrupted run resumes (`train.resume`): run again with the same command, it continues from
+the newest complete `checkpoint-N` in `output_dir` (the recipe saves one every few steps), or the
+one `--resume_from_checkpoint` names, with the weights, optimizer, scheduler, RNG and data position
+it had, so it ends as the uninterrupted run would. Only with the settings it was trained with:
+`run_settings.json` records the recipe (but how long, where and how visibly it trains) and the
+preference files' contents; a checkpoint made with other settings is refused (exit 2). `review-lab
+story` / `signals` re-run the step into the same directory when its inputs are unchanged, so an
+interrupted pipeline resumes its reward model rather than training it again from scratch.
+
     review-lab reward-model --config configs/rm/smollm2_cpu.yaml
     review-lab reward-model --config configs/rm/smollm2_cpu.yaml \
         --preferences runs/curation/preferences.jsonl --output_dir runs/rm/mine
@@ -33,6 +42,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import torch
+from accelerate import PartialState
 from datasets import Dataset
 from trl import ModelConfig, RewardConfig, RewardTrainer, get_peft_config
 
@@ -46,6 +56,7 @@ from generate.datasets import Task
 from rewards.signal_check import MIN_HELDOUT_GROUPS, group_bootstrap
 from train.model import base_identity, init_kwargs, resolve_model_path
 from train.recipe_parser import RecipeParser
+from train.resume import check_resumable, resume_point, settings_of
 from train.split import Split, split_tasks
 
 log = logging.getLogger("train.reward_model")
@@ -162,6 +173,15 @@ def export_merged(output_dir: str | Path, base_model: str, kwargs: dict | None =
     return target
 
 
+def run_settings(script_args: RMScriptArguments, training_args: RewardConfig, model_args: ModelConfig) -> dict:
+    """What a run is trained with: every recipe field but the bookkeeping ones
+    (`train.resume.BOOKKEEPING`, and `save_merged`), and the contents of its preference files (the
+    same path may hold other pairs by the next run)."""
+    script = {k: v for k, v in vars(script_args).items() if k != "save_merged"}
+    script["preferences_sha256"] = {p: sha256_bytes(Path(p).read_bytes()) for p in script_args.preferences}
+    return settings_of(script, training_args, model_args)
+
+
 def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args: ModelConfig) -> dict:
     # 1. Pairs, split by prompt: held-out prompts never reach training.
     pairs = load_pairs(script_args.preferences)
@@ -171,6 +191,10 @@ def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args
         raise UsageError("the split leaves no training pair; lower eval_fraction or curate more prompts")
     log.info("%d pairs: %d train (%d prompts), %d held out (%d prompts)", len(pairs), len(train_pairs),
              len(split.train), len(eval_pairs), len(split.eval))
+    # A run resumes from its newest checkpoint, only with its own settings (checked before loading).
+    checkpoint = resume_point(training_args)
+    check_resumable(training_args.output_dir, run_settings(script_args, training_args, model_args), checkpoint,
+                    record=PartialState().is_main_process)
 
     # 2. trl's RewardTrainer on the base writer (alias, hf: spec or directory), LoRA when use_peft.
     model_path = resolve_model_path(model_args.model_name_or_path)
@@ -180,7 +204,7 @@ def main(script_args: RMScriptArguments, training_args: RewardConfig, model_args
     trainer = RewardTrainer(model=model_path, args=training_args, train_dataset=dataset, eval_dataset=eval_set,
                             peft_config=get_peft_config(model_args))
     start = time.perf_counter()
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    trainer.train(resume_from_checkpoint=checkpoint)
     seconds = time.perf_counter() - start
     trl_eval = trainer.evaluate() if eval_set is not None else {}
     trainer.save_model(training_args.output_dir)
