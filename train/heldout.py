@@ -12,6 +12,21 @@ model's paired difference from the first model (per-prompt means, so a prompt's 
 beside the mean ("2 filled"), never averaged in as if it were measured. `heldout.json` holds the
 values as given (`values`, null where one failed), the counts (`filled`) and the totals.
 
+Local (hf) models sample in float32 (`SAMPLING_DTYPE`), also where the training ran in bf16 (the CPU
+recipe on a CPU with native bf16). Not for determinism: for the trained weights. A trained writer
+is its merged model (`train.model.export_merged`), saved in float32 because its LoRA update is
+mostly smaller than bf16's rounding step: loaded in bf16, the merged weights round back to the
+base's. On the CPU recipe's 40-step run (`runs/story/grpo`, trained in bf16 on a CPU with AMX),
+70% of the weights the training changed are the base's again in bf16, and the update keeps 69%
+relative error: its median size is 0.13% of the weight it changes, and bf16's step is 0.4 to 0.8%
+of a weight, so a change under half a step rounds away.
+The training itself never rounded the update into the weights (peft adds the adapter's output to
+the bf16 base's), so the policy it trained is W x + dW x up to bf16 rounding of activations: the
+float32 merged model computes that, bf16 loading of it would not. Sampling the trained model as it
+ran (the bf16 base with the adapter beside it) would need the hf backend to load adapters
+unmerged; the baseline then differs from the training's starting policy only by activation
+rounding too, the same for every model compared.
+
 "The training's" settings are the ones the run's `manifest.json` records (`train/grpo.py`: the
 script arguments and the training arguments, command-line overrides included: `review-lab story`
 gives its writers their own reward model, corpus and seed), over the recipe. Without that manifest
@@ -56,6 +71,9 @@ from train.split import load_split
 from train.steps import STEP_FILE
 
 log = logging.getLogger("heldout_reward")
+# hf models sample in float32 whatever the training's dtype: in bf16 a merged model's update rounds
+# away (see the module docstring). Recorded in the manifest.
+SAMPLING_DTYPE = "float32"
 DECODING = ("max_completion_length", "temperature", "top_p", "seed")
 # trl's other sampling settings: held-out stories cannot be sampled with them, so only their defaults pass.
 UNREPRODUCED = ("top_k", "min_p", "repetition_penalty", "generation_kwargs")
@@ -126,7 +144,7 @@ def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
     params = SamplingParams(decoding["max_completion_length"], decoding["temperature"], decoding["top_p"])
     requests = [ChatRequest(prompt_set.writer_messages(t.prompt), params, seed=derive_seed(decoding["seed"], t.id, k))
                 for t in tasks for k in range(samples)]
-    options = {} if spec.startswith(("openai:", "vllm:")) else {"dtype": "float32", "batch_size": 8}
+    options = {} if spec.startswith(("openai:", "vllm:")) else {"dtype": SAMPLING_DTYPE, "batch_size": 8}
     model = load_model(spec, **options)
     try:
         return [completion_text(c.text) for c in model.generate(requests, desc=spec)]
@@ -229,7 +247,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                           encoding="utf-8")
         write_manifest(out, kind="heldout_reward", config=asdict(cfg), seed=settings["seed"],
                        templates=prompt_set.texts(), extra={"recipe": load_yaml(cfg.config), "trained_with": trained,
-                                                            "settings_from": source})
+                                                            "settings_from": source, "sampling_dtype": SAMPLING_DTYPE})
     return 0
 
 
