@@ -5,13 +5,15 @@ the scripted server, then every stream and every file is searched for the key.""
 
 from __future__ import annotations
 
+import base64
+import json
 import subprocess
 import uuid
 
 import pytest
 import yaml
 
-from generate.common.secrets import find_secrets, redact_argv, scrub
+from generate.common.secrets import find_secrets, redact, redact_argv, redact_url, scrub, url_secrets
 from tests.conftest import REPO
 from tests.faults.conftest import PYTHON, RUBRIC, cli_env
 from tests.faults.proxy import FaultProxy
@@ -89,3 +91,57 @@ def test_secrets_are_found_in_flags_environment_config_and_json_options(tmp_path
                          {"OPENAI_API_KEY": "sk-from-env", "PATH": "/usr/bin", "HF_TOKEN": "EMPTY"})
     assert set(found) == {"sk-from-config", "sk-from-flag", "tok-from-json", "sk-from-env"}
     assert scrub("Bearer sk-from-env and sk-from-flag", found) == "Bearer <redacted> and <redacted>"
+
+
+def test_a_key_in_the_server_url_is_in_no_stream_or_file(stub, tmp_path):
+    """`--base-url https://user:KEY@host/v1`: the flag's name says nothing, the key is in its value,
+    and httpx sends it as `Authorization: Basic base64(user:KEY)`, which the server's errors quote
+    back. Neither form reaches the streams, the manifest, the journal or failed.jsonl."""
+    url_key = f"sk-url-{uuid.uuid4().hex[:12]}"
+    basic = base64.b64encode(f"alice:{url_key}".encode()).decode()
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"id": "ok-1", "aspect": "A", "prompt": "Write about a comet."}\n'
+                       '{"id": "long-1", "aspect": "A", "prompt": "' + "word " * 600 + '"}\n')
+    host = stub.base_url.split("//", 1)[1]
+    argv = [PYTHON, "-m", "generate", "--framework", "single", "--model", "openai:stub", "--dataset", str(prompts),
+            "--base-url", f"http://alice:{url_key}@{host}", "--out", str(tmp_path / "run")]
+    done = subprocess.run(argv, cwd=REPO, env=cli_env(tmp_path), capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stderr[-3000:]
+    written = [p for p in (tmp_path / "run").rglob("*") if p.is_file()]
+    assert {p.name for p in written} >= {"manifest.json", "calls.jsonl", "stories.jsonl", "failed.jsonl"}
+    for text in [done.stdout, done.stderr, *(p.read_text() for p in written)]:
+        assert url_key not in text and basic not in text
+    assert "Basic <redacted>" in (tmp_path / "run" / "failed.jsonl").read_text()  # the echo, scrubbed
+    manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+    assert manifest["config"]["base_url"] == f"http://<redacted>@{host}"
+
+
+@pytest.mark.parametrize("text, secrets, masked", [
+    ("https://alice:sk-abcdef12@host/v1", {"sk-abcdef12"}, "https://<redacted>@host/v1"),
+    ("https://sk-onlyauser@host/v1", {"sk-onlyauser"}, "https://<redacted>@host/v1"),
+    ("https://host/v1?api_key=sk-abcdef12&model=m", {"sk-abcdef12"}, "https://host/v1?api_key=<redacted>&model=m"),
+    ("https://host/v1?key=AIzaSy123456", {"AIzaSy123456"}, "https://host/v1?key=<redacted>"),
+    ("http://127.0.0.1:8000/v1", set(), "http://127.0.0.1:8000/v1"),
+    ("see http://example.com/a@b and user@example.com", set(), "see http://example.com/a@b and user@example.com"),
+])
+def test_credentials_inside_urls_are_found_and_masked(text, secrets, masked):
+    assert url_secrets(text) == secrets
+    assert redact_url(text) == masked and scrub(text, []) == masked
+    assert redact({"base_url": text}) == {"base_url": masked}
+    assert redact_argv(["--base-url", text]) == ["--base-url", masked]
+    assert set(find_secrets(["--base-url", text], {"OPENAI_BASE_URL": text})) == secrets
+
+
+@pytest.mark.parametrize("echo", [
+    "authorization: Bearer sk-abcdef123456", "{'Authorization': 'Basic YWxpY2U6c2stdXJs'}",
+    '{"x-api-key":"abcdef123456"}', "Proxy-Authorization: Basic YWxpY2U6c2stdXJs",
+])
+def test_credential_headers_a_server_quotes_back_are_masked_without_knowing_the_key(echo):
+    clean = scrub(f"refused; you sent {echo}; accept: application/json", [])
+    assert "<redacted>" in clean and "abcdef123456" not in clean and "YWxpY2U6c2stdXJs" not in clean
+    assert clean.endswith("; accept: application/json")
+
+
+def test_ordinary_words_are_not_taken_for_credentials():
+    text = "Basic Review: Token counts for the Bearer of news; key=value"
+    assert scrub(text, []) == text
