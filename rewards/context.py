@@ -23,7 +23,7 @@ from eval.judge import Judge, Judgement
 from eval.metrics.story import Chunks, StoryMetrics, encode_chunks
 from eval.metrics.surprisal import Scorer, as_scorer
 from eval.metrics.volume_gain import too_few_chunks
-from generate.backends import backend_options, load_backend, load_model
+from generate.backends import BackendUnavailable, backend_options, load_backend, load_model
 from generate.common.errors import UsageError
 from generate.common.timing import Timer
 
@@ -124,7 +124,14 @@ class RewardContext:
     async def judgements(self, judge: Judge, stories: list[str], timeout: float) -> list[Judgement | None]:
         """The judge's verdicts on a batch; concurrent callers with the same judge and stories (the
         judge reward and the quality gate) share one in-flight call. A call that fails or times
-        out gives None for every story (a judge failure, never a low score)."""
+        out gives None for every story (a judge failure, never a low score).
+
+        Raises:
+            UsageError: the judge's server refused the request for a cause only the user can fix
+                (a wrong key or model name, a spent quota: `generate.backends.openai_backend`):
+                every later step would fail the same way, and training on a reward that is None
+                every step trains nothing, so the run stops in one line instead.
+        """
         key = (id(judge), timeout, tuple(stories))
         loop = asyncio.get_running_loop()
         entry = self._inflight.get(key)
@@ -142,6 +149,10 @@ class RewardContext:
             except asyncio.TimeoutError:
                 log.warning("judge: no answer within %.0fs for %d stories; their judge reward is None", timeout,
                             len(stories))
+            except UsageError as exc:
+                if not isinstance(exc, BackendUnavailable):  # a server down for now is a judge failure
+                    raise
+                log.warning("judge: %s; judge reward is None for this batch", exc)
             except Exception as exc:  # noqa: BLE001 - a judge failure must never stop training
                 log.warning("judge: call failed (%s: %s); judge reward is None for this batch",
                             type(exc).__name__, exc)

@@ -5,7 +5,9 @@ call freezes every rank. So the reward is `async` (trl gathers async rewards con
 completions of a step go to the judge as ONE batched `ascore` call, and that call runs under a
 per-call timeout: a failed or timed-out call, or an aspect the judge failed on, gives None for the
 affected completions (a judge failure carries no information: see `rewards.groups` for how the
-trainer turns it into a zero advantage) and training moves on.
+trainer turns it into a zero advantage) and training moves on. A refusal only the user can fix (a
+wrong key or model name, a spent quota: a `UsageError` from the backend) is no judge failure: every
+step would fail alike, so it stops the run in one line (`RewardContext.judgements`).
 
 An empty completion is not a judge failure: it gets quality 0, the rubric's floor ("no story").
 

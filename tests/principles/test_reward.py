@@ -60,6 +60,13 @@ def test_a_timed_out_or_failing_judge_gives_none_without_stalling(judge_with):
     assert asyncio.run(func(PROMPTS[:1], [chat("a")])) == [None]
 
 
+def test_a_judge_refusal_only_the_user_can_fix_stops_the_run(judge_with):
+    """A wrong key or model name is no judge failure to average over: every call would fail alike."""
+    func = judge_with(RoleBackend(error=UsageError("openai:x: the server refused the request (HTTP 404): no model")))
+    with pytest.raises(UsageError, match="HTTP 404"):
+        asyncio.run(func(PROMPTS[:1], [chat("a")]))
+
+
 def test_options_are_checked_and_the_principles_file_is_used(judge_with, tmp_path):
     with pytest.raises(UsageError, match="unknown option"):
         build_rewards(["principle_judge"], {"principle_judge": {"rubric": "x"}})

@@ -7,6 +7,8 @@ import time
 import pytest
 
 from eval.judge import Judgement
+from generate.backends.base import TransientBackendError
+from generate.common.errors import UsageError
 from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
 from rewards.judge import quality
@@ -75,6 +77,22 @@ def test_a_failing_judge_gives_none(use_backend):
     (judge,) = build_rewards(["judge"], context=use_backend(DigitJudgeBackend(error=RuntimeError("connection reset"))))
     values, _ = score_batch([judge], [PROMPT] * 2, [chat("a"), chat("b")])
     assert values["judge"] == [None, None]
+
+
+def test_a_judge_server_that_is_down_gives_none(use_backend):
+    down = TransientBackendError("connection failed (ConnectError)", cause="connection")
+    (judge,) = build_rewards(["judge"], context=use_backend(DigitJudgeBackend(error=down)))
+    values, _ = score_batch([judge], [PROMPT] * 2, [chat("a"), chat("b")])
+    assert values["judge"] == [None, None]
+
+
+def test_a_judge_refusal_only_the_user_can_fix_stops_training_in_one_line(use_backend):
+    """A wrong key or model name fails every step the same way: a reward that is None at every step
+    trains nothing, so the run stops with the server's reason instead of training on."""
+    refused = UsageError("openai:gpt-x: the server refused the request (HTTP 401): bad key")
+    (judge,) = build_rewards(["judge"], context=use_backend(DigitJudgeBackend(error=refused)))
+    with pytest.raises(UsageError, match="HTTP 401"):
+        score_batch([judge], [PROMPT] * 2, [chat("a"), chat("b")])
 
 
 @pytest.mark.slow

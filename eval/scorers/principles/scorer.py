@@ -21,7 +21,8 @@ from dataclasses import dataclass
 
 from eval.scorers.principles.detector import Detector, default_orders
 from eval.scorers.principles.texts import load_state, load_templates
-from generate.backends import Model, backend_options, load_model
+from generate.backends import BackendUnavailable, Model, backend_options, load_model
+from generate.common.errors import UsageError
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,11 @@ class PrincipleScorer:
         except TimeoutError:
             log.warning("principle judge: no answer within %.0fs for %d texts; their value is None", timeout,
                         len(asks))
+            return [0.0 if not rs else None for rs in asks]
+        except UsageError as exc:  # a wrong key or model name fails every later call too: stop, in one line
+            if not isinstance(exc, BackendUnavailable):
+                raise
+            log.warning("principle judge: %s; value is None for this batch", exc)
             return [0.0 if not rs else None for rs in asks]
         except Exception as exc:  # noqa: BLE001 - a judge failure must never stop training or an evaluation
             log.warning("principle judge: call failed (%s: %s); value is None for this batch", type(exc).__name__, exc)
