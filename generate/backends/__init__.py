@@ -10,7 +10,7 @@ from typing import Any
 
 from generate.backends.base import Backend, ChatRequest, Completion, SamplingParams, TokenLogprob, numerics_change
 from generate.backends.model import DEFAULT_RETRY_BUDGET, BackendUnavailable, Model, RetryPolicy, RetryStats, gave_up
-from generate.backends.options import BackendOptions, ModelOptions, backend_options
+from generate.backends.options import OPTIONS_BY_KIND, BackendOptions, ModelOptions, backend_options
 from generate.backends.specs import ALIASES, BACKENDS, check_spec, import_target, resolve_spec
 from generate.common.errors import UsageError
 
@@ -30,6 +30,15 @@ def load_backend(spec: str, **options: Any) -> Backend:
 
 def load_model(spec: str, *, retries: int = 5, retry_budget: float = DEFAULT_RETRY_BUDGET, timeout: float | None = None,
                concurrency: int | None = None, **backend_options: Any) -> Model:
-    """Build the retrying, batching `Model` for a spec string."""
+    """Build the retrying, batching `Model` for a spec string.
+
+    `timeout` and `concurrency` go to the backend where its kind takes them (`OPTIONS_BY_KIND`: an
+    OpenAI-compatible server's client times its requests out itself, and bounds the whole call a
+    little later, see `generate.backends.openai_backend`), else to the `Model` wrapper.
+    """
+    takes = OPTIONS_BY_KIND.get(spec.partition(":")[0], ())
+    for name, value in (("timeout", timeout), ("concurrency", concurrency)):
+        if name in takes and value is not None:
+            backend_options[name] = value
     return Model(load_backend(spec, **backend_options), policy=RetryPolicy(retries=retries, budget=retry_budget),
-                 timeout=timeout, concurrency=concurrency)
+                 timeout=None if "timeout" in takes else timeout, concurrency=concurrency)

@@ -52,9 +52,13 @@ class Completion:
     """One request's result.
 
     Attributes:
+        prompt_tokens, completion_tokens: what the call cost, the tries that failed before it
+            included where the backend could tell (`TransientBackendError`).
         error: set when this one request cannot succeed whatever the retries (e.g. its prompt is
             longer than the model's context): the caller fails what depends on it, with this
             reason, while the other requests of the batch go on. `text` is then empty.
+        usage_reported: False when the engine did not say what the call cost (a server reply
+            without `usage`): its token counts are then 0 for want of better, not measured.
     """
 
     text: str
@@ -63,6 +67,7 @@ class Completion:
     finish_reason: str | None = None
     logprobs: list[TokenLogprob] | None = None
     error: str | None = None
+    usage_reported: bool = True
 
 
 class TransientBackendError(Exception):
@@ -72,12 +77,17 @@ class TransientBackendError(Exception):
         cause: the kind of failure, as `Model` counts retries in the manifests ("HTTP 429",
             "timeout", "malformed reply", ...); the message when not given.
         retry_after: seconds the server asked us to wait (a 429's Retry-After), if any.
+        prompt_tokens, completion_tokens: what the failed try cost, where the reply said so (a
+            malformed reply whose `usage` is readable was still billed): `Model` adds them to the
+            completion the call ends with. Only backends that run one request per call set them.
     """
 
-    def __init__(self, message: str, *, cause: str | None = None, retry_after: float | None = None):
+    def __init__(self, message: str, *, cause: str | None = None, retry_after: float | None = None,
+                 prompt_tokens: int = 0, completion_tokens: int = 0):
         super().__init__(message)
         self.cause = cause or message
         self.retry_after = retry_after
+        self.prompt_tokens, self.completion_tokens = prompt_tokens, completion_tokens
 
 
 class Backend(abc.ABC):

@@ -87,25 +87,30 @@ class RetryStats:
         failed_calls: cause -> requests that still failed after every retry.
         split_batches: batches that raised (e.g. out of memory) and were retried one by one.
         waited_s: seconds slept in backoff before retries.
+        usage_unreported: replies whose server did not say what they cost: their tokens count as
+            0, so token and cost columns undercount by them.
     """
 
     retries: Counter = field(default_factory=Counter)
     failed_calls: Counter = field(default_factory=Counter)
     split_batches: int = 0
     waited_s: float = 0.0
+    usage_unreported: int = 0
 
     def copy(self) -> RetryStats:
-        return RetryStats(Counter(self.retries), Counter(self.failed_calls), self.split_batches, self.waited_s)
+        return RetryStats(Counter(self.retries), Counter(self.failed_calls), self.split_batches, self.waited_s,
+                          self.usage_unreported)
 
     def since(self, before: RetryStats) -> RetryStats:
         """What happened after the snapshot `before` (a model shared by several runs)."""
         return RetryStats(self.retries - before.retries, self.failed_calls - before.failed_calls,
-                          self.split_batches - before.split_batches, self.waited_s - before.waited_s)
+                          self.split_batches - before.split_batches, self.waited_s - before.waited_s,
+                          self.usage_unreported - before.usage_unreported)
 
     def to_json(self) -> dict:
         return {"retries": dict(sorted(self.retries.items())), "total_retries": sum(self.retries.values()),
                 "failed_calls": dict(sorted(self.failed_calls.items())), "split_batches": self.split_batches,
-                "waited_s": round(self.waited_s, 3)}
+                "waited_s": round(self.waited_s, 3), "usage_unreported": self.usage_unreported}
 
 
 class Model:
@@ -140,10 +145,17 @@ class Model:
         chunks = self._chunks(requests)
         sem = asyncio.Semaphore(self.concurrency)
         bar = tqdm(total=len(requests), desc=desc, unit="call", disable=desc is None, leave=False)
+        fatal: list[BaseException] = []  # a call that raised: the calls not started yet are not sent
 
         async def run(idx: list[int]) -> None:
             async with sem:
-                outs = await self._call_with_retries([requests[i] for i in idx], reask_blank)
+                if fatal:
+                    return
+                try:
+                    outs = await self._call_with_retries([requests[i] for i in idx], reask_blank)
+                except BaseException as exc:
+                    fatal.append(exc)
+                    raise
             for i, out in zip(idx, outs):
                 results[i] = out
             if on_done is not None:
@@ -222,6 +234,7 @@ class Model:
 
     async def _retrying(self, batch: list[ChatRequest]) -> list[Completion]:
         started = time.monotonic()
+        lost = Completion(text="")  # what the failed tries cost, where the backend could tell
         for attempt in itertools.count():
             try:
                 coro = self.backend.generate(batch)
@@ -230,9 +243,12 @@ class Model:
                     raise TransientBackendError(f"backend returned {len(outs)} results for {len(batch)} requests",
                                                 cause="malformed reply")
                 self.answered += 1
-                return outs
+                self._count_usage(outs)
+                return [_after(lost, outs[0]), *outs[1:]] if lost.prompt_tokens or lost.completion_tokens else outs
             except (TransientBackendError, TimeoutError) as exc:
                 cause = getattr(exc, "cause", "timeout")
+                lost.prompt_tokens += getattr(exc, "prompt_tokens", 0)
+                lost.completion_tokens += getattr(exc, "completion_tokens", 0)
                 elapsed = time.monotonic() - started
                 asked = getattr(exc, "retry_after", None)
                 spent = self._spent(attempt, elapsed, asked)
@@ -240,7 +256,8 @@ class Model:
                     reason = f"{cause}: {spent} ({_describe(exc)})"
                     log.warning("%s: %s", self.name, reason)
                     self.stats.failed_calls[cause] += len(batch)
-                    return [_failed(reason, GAVE_UP) for _ in batch]
+                    failed = [_failed(reason, GAVE_UP) for _ in batch]
+                    return [_after(lost, failed[0]), *failed[1:]]
                 delay = self._delay(attempt, asked, self.policy.budget - elapsed)
                 self.stats.retries[cause] += 1
                 self.stats.waited_s += delay
@@ -248,6 +265,15 @@ class Model:
                             self.policy.retries, delay)
                 await asyncio.sleep(delay)
         raise AssertionError("unreachable")  # for type checkers: the loop returns
+
+    def _count_usage(self, outs: list[Completion]) -> None:
+        """Count the replies whose engine did not say what they cost; warn at the first."""
+        unreported = sum(not o.usage_reported for o in outs)
+        if unreported and not self.stats.usage_unreported:
+            log.warning("%s: the server's replies say nothing of the tokens they cost (no `usage`): they count as 0 "
+                        "tokens, so token and cost columns undercount (the manifest's reliability has how many)",
+                        self.name)
+        self.stats.usage_unreported += unreported
 
     def _spent(self, retries: int, elapsed: float, asked: float | None) -> str | None:
         """Which retry budget a call that failed `retries` times in `elapsed` seconds has used up
@@ -284,8 +310,9 @@ def _failed(reason: str, finish_reason: str = "error") -> Completion:
 
 
 def _after(blank: Completion, out: Completion) -> Completion:
-    """`out`, the answer to a re-ask of a blank completion, carrying the blank attempt's tokens
-    too: they were spent, and a caller counting a call's cost must see them."""
+    """`out`, the answer to a re-ask of a blank completion (or to a retry of a failed try),
+    carrying the earlier attempt's tokens too: they were spent, and a caller counting a call's cost
+    must see them."""
     return replace(out, prompt_tokens=(out.prompt_tokens or 0) + (blank.prompt_tokens or 0),
                    completion_tokens=(out.completion_tokens or 0) + (blank.completion_tokens or 0))
 

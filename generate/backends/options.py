@@ -54,7 +54,9 @@ class BackendOptions:
     base_url: str | None = field(default=None, metadata={"help": "openai: server URL (else OPENAI_BASE_URL)"})
     api_key: str | None = field(default=None, metadata={"help": "openai: key (else OPENAI_API_KEY)"})
     concurrency: int = field(default=8, metadata=in_range(AT_LEAST_1, help="openai: requests in flight"))
-    timeout: float = field(default=120.0, metadata=in_range(POSITIVE, help="openai: seconds per request"))
+    timeout: float = field(default=120.0, metadata=in_range(
+        POSITIVE, help="openai: seconds a request waits for the server (a reply trickled a byte at a time: 5 s more "
+                       "in all)"))
     retries: int = field(default=5, metadata=in_range(
         NON_NEGATIVE, help="retries of a failed call before it counts as failed"))
     retry_budget: float = field(default=DEFAULT_RETRY_BUDGET, metadata=in_range(

@@ -50,12 +50,18 @@ FAULTS = {
     "503": "503 Service Unavailable",
     "504": "504 Gateway Timeout",
 }
+# Faults outside the every-fault schedules: each changes what a survived run records or costs.
+EXTRA_FAULTS = {
+    "trickle": "headers, then one byte every 0.2 s, for stall_s: no read ever waits long enough to time out",
+    "choices_empty_billed": "200 with choices: [] and the usage it was billed (BILLED)",
+}
+BILLED = {"prompt_tokens": 11, "completion_tokens": 3}
 # The cause `generate.backends.model.Model` counts a retry under, for each fault.
 CAUSE = {"truncated": "malformed reply", "not_json": "malformed reply", "html": "malformed reply",
          "choices_empty": "malformed reply", "choices_null": "malformed reply", "message_null": "malformed reply",
          "content_missing": "malformed reply", "drop": "connection", "stall": "timeout", "429": "HTTP 429",
          "429_retry_after": "HTTP 429", "429_retry_after_long": "HTTP 429", "502": "HTTP 502", "503": "HTTP 503",
-         "504": "HTTP 504"}
+         "504": "HTTP 504", "trickle": "timeout", "choices_empty_billed": "malformed reply"}
 CHAT = "/chat/completions"
 
 
@@ -103,7 +109,8 @@ class FaultProxy:
         api_key: the key clients must present (401 otherwise); upstream_key: the key forwarded
             (default: the client's own).
         echo_headers: error bodies quote the request's headers, as some servers do (secret tests).
-        stall_s: how long a `stall` keeps the connection silent (longer than the client's timeout).
+        stall_s: how long a `stall` keeps the connection silent (longer than the client's timeout),
+            and a `trickle` trickles.
         retry_after: the Retry-After of `429_retry_after`; `429_retry_after_long` sends 3600.
         max_faults_per_request: a request (by body) is faulted at most this often, so the
             client's retries always suffice; a later arrival takes the fault instead.
@@ -211,8 +218,8 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
                     if chat:
                         self._bust_repeat(body)
                     status, headers, reply = self._forward(body)
-                if fault is None and self._client_gone():
-                    proxy.gone_before_reply(None)
+                if self._client_gone():  # it timed out while the server answered: it saw no fault either
+                    proxy.gone_before_reply(fault)
                     return self._hang_up()
                 if fault is None or status != 200:
                     return self._send(status, reply, headers.get("Content-Type", "application/json"))
@@ -307,6 +314,9 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
         def _fault_choices_empty(self):
             self._json({"choices": []})
 
+        def _fault_choices_empty_billed(self):
+            self._json({"choices": [], "usage": BILLED})
+
         def _fault_choices_null(self):
             self._json({"choices": None})
 
@@ -323,6 +333,21 @@ def _handler(proxy: FaultProxy) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.flush()
             time.sleep(proxy.stall_s)
+            self._hang_up()
+
+        def _fault_trickle(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", "1000")
+            self.end_headers()
+            deadline = time.monotonic() + proxy.stall_s
+            try:
+                while time.monotonic() < deadline:
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+                    time.sleep(0.2)
+            except OSError:  # the client gave up on it
+                pass
             self._hang_up()
 
         def _fault_429(self):

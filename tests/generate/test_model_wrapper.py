@@ -1,5 +1,7 @@
 """The one retry/timeout/batching wrapper, on scripted backends."""
 
+import asyncio
+
 import pytest
 
 from generate.backends import BackendUnavailable, ChatRequest, Model, RetryPolicy, SamplingParams, load_backend
@@ -111,18 +113,24 @@ def test_greedy_blank_is_not_asked_again():
     assert out.text.strip() == "" and backend.attempts == 1
 
 
-class FailsOnSecond(RecordingEcho):
+class RefusesBad(RecordingEcho):
+    """Refuses "bad" for good (a wrong key, an unknown model) once "good" is in flight beside it."""
+
     batch_size = 1
 
     async def generate(self, requests):
+        await asyncio.sleep(0.05 if requests[0].messages[0]["content"] == "bad" else 0.2)
         if requests[0].messages[0]["content"] == "bad":
-            raise UsageError("HTTP 400")
+            raise UsageError("HTTP 401")
         return await super().generate(requests)
 
 
-def test_a_failing_chunk_lets_the_others_finish_and_be_saved():
+def test_a_fatal_refusal_lets_the_calls_in_flight_finish_and_sends_no_other():
+    """The calls in flight when a call is refused for good finish and are saved (a resumed run does
+    not ask them again); the calls not started are not sent: each would only be refused in turn."""
     saved = []
-    requests = [req("good"), req("bad"), req("fine")]
-    with pytest.raises(UsageError, match="400"):
-        Model(FailsOnSecond(), concurrency=1).generate(requests, on_done=lambda idx, outs: saved.extend(idx))
-    assert sorted(saved) == [0, 2]
+    backend = RefusesBad()
+    requests = [req("bad"), req("good"), *(req(f"later {i}") for i in range(8))]
+    with pytest.raises(UsageError, match="401"):
+        Model(backend, concurrency=2).generate(requests, on_done=lambda idx, outs: saved.extend(idx))
+    assert saved == [1] and [r.messages[0]["content"] for r in backend.requests] == ["good"]
