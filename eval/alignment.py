@@ -26,6 +26,7 @@ fewer, and every statistic of an aspect with a single story (its `n` says so).
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 import warnings
@@ -40,6 +41,7 @@ from eval.icc import CI_LEVEL, NO_INTERVAL, check_level, icc_from_mean_squares, 
 from generate.common.cli import run_cli
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from generate.common.inputs import read_text
 from generate.common.manifest import sha256_bytes, write_manifest
 from generate.common.ranges import FRACTION, ranged
 
@@ -203,7 +205,7 @@ def read_ratings(path: str | Path) -> dict[str, tuple[list[float], list[float]]]
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"ratings file not found: {path}")
-    with open(path, newline="", encoding="utf-8") as fh:
+    with io.StringIO(read_text(path, "ratings file"), newline="") as fh:
         reader = csv.DictReader(fh)
         missing = [c for c in _COLUMNS if c not in (reader.fieldnames or [])]
         if missing:

@@ -36,6 +36,7 @@ from eval.text import sanitize
 from generate.backends import backend_options, load_model
 from generate.common.config import parse_config
 from generate.common.errors import UsageError
+from generate.common.inputs import read_json
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import write_manifest
 from generate.common.ranges import NON_NEGATIVE, in_range
@@ -91,8 +92,8 @@ def _cpu_evaluation(run: Path) -> tuple[dict, dict[str, dict]]:
     scores_path, manifest_path = run / "eval" / "scores.jsonl", run / "eval" / "manifest.json"
     if not scores_path.is_file() or not manifest_path.is_file():
         raise UsageError(f"no {scores_path} with its manifest (evaluate the run on a CPU first)")
-    manifest = json.loads(manifest_path.read_text())
-    judge_fp = manifest["provenance"]["judge"]
+    manifest = read_json(manifest_path, "manifest")
+    judge_fp = (manifest.get("provenance") or {}).get("judge")
     if not judge_fp or judge_fp.get("mode") != "logprob":
         raise UsageError(f"{run} was not judged in logprob mode; the check compares expected scores")
     return manifest, {r["story_id"]: r for r in read_jsonl(scores_path)}

@@ -16,3 +16,10 @@ def pyplot():
     import matplotlib.pyplot as plt
 
     return plt
+
+
+def image_formats() -> list[str]:
+    """The file extensions `savefig` writes (png, pdf, svg, ...), without importing pyplot."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return sorted(FigureCanvasBase.get_supported_filetypes())

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from generate.common.errors import UsageError
+from generate.common.inputs import read_text
 from generate.common.manifest import sha256_bytes
 from generate.common.paths import CONFIG_DIR, cache_dir
 
@@ -75,9 +76,9 @@ def validate(tasks: list[Task], source: str) -> list[Task]:
 
 
 def load_file(path: Path) -> list[Task]:
-    if not path.is_file():
+    if not path.exists():
         raise UsageError(f"dataset not found: {path}")
-    text = path.read_text(encoding="utf-8")
+    text = read_text(path, "dataset")
     if path.suffix == ".jsonl":
         return validate(parse_jsonl(text, str(path)), str(path))
     try:

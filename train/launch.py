@@ -22,7 +22,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from generate.common.cli import EXIT_STATUS_FILE
-from generate.common.config import new_parser
+from generate.common.config import load_yaml, new_parser
+from generate.common.ranges import AT_LEAST_1, PORT, ranged
 
 log = logging.getLogger("train.launch")
 
@@ -32,6 +33,8 @@ ACCELERATE_OPTIONS = {
     "--num_processes": "processes to launch (e.g. 2 with zero2.yaml)",
     "--main_process_port": "port of the main process, when several launches share a machine",
 }
+# Checked here: accelerate would refuse a bad value with its page of usage.
+ACCELERATE_TYPES = {"--num_processes": ranged(int, AT_LEAST_1), "--main_process_port": ranged(int, PORT)}
 SCRIPTS = {
     "train": ("grpo.py", "GRPO on the recipe's creativity rewards (train/grpo.py)",
               "review-lab train --config_file configs/accelerate/cpu.yaml --config configs/grpo/smollm2_cpu.yaml "
@@ -77,20 +80,22 @@ def split_args(command: str, argv: Sequence[str]) -> tuple[list[str], list[str]]
                         f"{description}, under accelerate launch.\n\n{textwrap.fill(about, 96)}", example)
     parser.allow_abbrev = False  # `--config` (the script's recipe) must not read as `--config_file`
     for option, help_text in ACCELERATE_OPTIONS.items():
-        parser.add_argument(option, help=help_text)
+        parser.add_argument(option, type=ACCELERATE_TYPES.get(option), help=help_text)
     argv, rest = list(argv), []
     if "--" in argv:
         cut = argv.index("--")
         argv, rest = argv[:cut], argv[cut + 1:]
     ours, forwarded = parser.parse_known_args(argv)
     accelerate = [item for option in ACCELERATE_OPTIONS
-                  if (value := getattr(ours, option[2:])) is not None for item in (option, value)]
+                  if (value := getattr(ours, option[2:])) is not None for item in (option, str(value))]
     return accelerate, [*forwarded, *rest]
 
 
 def launch(command: str, argv: Sequence[str] | None) -> int:
     """Run the command's script under accelerate and return its exit code."""
     accelerate, script_args = split_args(command, [] if argv is None else argv)
+    if "--config_file" in accelerate:  # read now: accelerate refuses a missing one with a traceback
+        load_yaml(accelerate[accelerate.index("--config_file") + 1])
     cmd = accelerate_command(SCRIPTS[command][0], accelerate, script_args)
     log.info("%s", " ".join(cmd))
     return run_launch(cmd)

@@ -26,8 +26,11 @@ def resolve_model_path(name: str) -> str:
     """A transformers-loadable id or directory for a project model name.
 
     Aliases (`smollm2-135m-instruct`) and `hf:` specs resolve to their checkpoint (the embedded
-    model is converted on first use); anything else is passed through unchanged.
+    model is converted on first use); anything else is passed through unchanged. No name (a
+    recipe without `model_name_or_path`) is bad input.
     """
+    if not name:
+        raise UsageError("no model to train: the recipe (or --model_name_or_path) names none")
     if name in ALIASES or name.startswith("hf:"):
         kind, path = resolve_spec(name)
         if kind == "hf":

@@ -10,16 +10,16 @@ Usage:
 
 from __future__ import annotations
 
-import json
 import logging
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from eval.plotting import pyplot
+from eval.plotting import image_formats, pyplot
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from generate.common.inputs import read_json
 from generate.common.ranges import AT_LEAST_1, ranged
 
 log = logging.getLogger("plot_rewards")
@@ -31,7 +31,7 @@ def reward_series(log_history: list[dict]) -> dict[str, tuple[list[int], list[fl
     for entry in log_history:
         for key, value in entry.items():
             if key == "reward" or (key.startswith("rewards/") and key.endswith("/mean")):
-                if value is None or not np.isfinite(value):
+                if not isinstance(value, (int, float)) or isinstance(value, bool) or not np.isfinite(value):
                     continue
                 name = "total" if key == "reward" else key[len("rewards/"):-len("/mean")]
                 steps, values = series.setdefault(name, ([], []))
@@ -86,8 +86,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     state_file = path / "trainer_state.json" if path.is_dir() else path
     if not state_file.is_file():
         raise UsageError(f"no trainer_state.json at {state_file}")
-    state = json.loads(state_file.read_text(encoding="utf-8"))
+    history = read_json(state_file, "trainer state").get("log_history", [])
+    if not isinstance(history, list) or not all(isinstance(entry, dict) for entry in history):
+        raise UsageError(f"{state_file}: log_history is not a list of logged steps (a trainer_state.json?)")
     out = Path(args.out) if args.out else state_file.parent / "rewards.png"
-    plot(reward_series(state.get("log_history", [])), out, args.window, state_file.parent.name)
+    if out.is_dir():
+        raise UsageError(f"--out {out} is a directory; give the PNG's path (e.g. {out / 'rewards.png'})")
+    out = out if out.suffix else out.with_suffix(".png")  # what matplotlib writes for a path without one
+    if (kind := out.suffix[1:].lower()) not in image_formats():
+        raise UsageError(f"--out {out}: cannot write a .{kind} image; use one of .{', .'.join(image_formats())}")
+    plot(reward_series(history), out, args.window, state_file.parent.name)
     log.info("wrote %s", out)
     return 0

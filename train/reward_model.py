@@ -83,11 +83,25 @@ def load_pairs(paths: list[str]) -> list[dict]:
     for path in paths:
         if not Path(path).is_file():
             raise UsageError(f"preferences file not found: {path} (write one with review-lab curate)")
-        pairs.extend(read_jsonl(path))
+        for n, pair in enumerate(read_jsonl(path), 1):
+            check_pair(pair, f"{path}: pair {n}")
+            pairs.append(pair)
     if not pairs:
         raise UsageError(f"no preference pairs in {', '.join(paths)}: the curation found no good/bad pair of "
                          "responses to one prompt; curate more candidates per prompt")
     return pairs
+
+
+def check_pair(pair: dict, where: str) -> None:
+    """A preference pair as `review-lab curate` writes it: a prompt, and a chosen and a rejected
+    conversation whose last message has text `content`."""
+    if pair.get("prompt") is None:
+        raise UsageError(f"{where}: no 'prompt' (a preferences.jsonl of review-lab curate?)")
+    for side in ("chosen", "rejected"):
+        turns = pair.get(side)
+        if not (isinstance(turns, list) and turns and isinstance(turns[-1], dict)
+                and isinstance(turns[-1].get("content"), str)):
+            raise UsageError(f"{where}: '{side}' must be a list of messages ending in one with text 'content'")
 
 
 def prompt_key(pair: dict) -> str:

@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from generate.common.errors import UsageError
+from generate.common.inputs import read_json
 from generate.datasets import Task
 
 SPLIT_FILE = "split.json"
@@ -112,6 +113,6 @@ def load_split(path: str | Path) -> Split:
     if not path.is_file():
         raise UsageError(f"split file not found: {path}")
     try:
-        return Split(**json.loads(path.read_text(encoding="utf-8")))
-    except (json.JSONDecodeError, TypeError) as exc:
+        return Split(**read_json(path, "split file"))
+    except TypeError as exc:
         raise UsageError(f"{path}: not a split file ({exc})") from None

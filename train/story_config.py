@@ -19,6 +19,7 @@ from eval.corpus.resolve import reference_dir_option
 from eval.metrics.catalog import MetricSpec
 from eval.rubric import load_rubric
 from eval.signals import CURATION_METRICS, PRINCIPLE_METRICS, RM_METRICS
+from generate.common.config import load_yaml
 from generate.common.errors import UsageError
 from generate.common.paths import REPO_ROOT
 from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, checked, in_range
@@ -91,6 +92,18 @@ class StoryConfig:
         if unplanned:
             raise UsageError(f"--metrics: this story scores no {', '.join(unplanned)}; choose from {', '.join(known)}")
         self.absolute_paths()
+        self.check_signal_inputs()
+
+    def check_signal_inputs(self) -> None:
+        """Read the files the reward model's signal reads hours later (after the baselines are
+        written) now: a missing `--candidates` run or an `--rm-config` that is not a recipe stops
+        the story before any work, not after it."""
+        if "rm" not in self.signals:
+            return
+        load_yaml(self.rm_config)
+        for path in self.candidates:
+            if not Path(path).is_file():
+                raise UsageError(f"--candidates {path}: no such file (a run's stories.jsonl)")
 
     def absolute_paths(self) -> None:
         """Make every path option absolute, so every step, step key and subprocess sees one path.

@@ -12,7 +12,6 @@ provenance differs.
 
 from __future__ import annotations
 
-import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,6 +20,7 @@ from typing import Any
 from eval.compare.pairs import number
 from eval.metrics.catalog import Catalog
 from generate.common.errors import UsageError
+from generate.common.inputs import read_json
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import sha256_bytes, sha256_text
 
@@ -59,10 +59,7 @@ def _read(path: Path) -> list[dict[str, Any]]:
 
 
 def _json(path: Path) -> dict[str, Any] | None:
-    try:
-        return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
-    except json.JSONDecodeError:
-        raise UsageError(f"{path}: not valid JSON") from None
+    return read_json(path) if path.is_file() else None
 
 
 def load_run(name: str, path: str | Path) -> Run:

@@ -52,6 +52,8 @@ def fetch(args) -> int:
 
 def path(args) -> int:
     """Print the corpus directory a command would use and where that choice comes from."""
+    if args.manifest:  # one given is read now: a missing one is an error, not "no corpus found"
+        read_manifest(args.manifest)
     where = locate_reference(args.reference_dir, manifest=args.manifest)
     if where.path is None:
         print(f"none: {where.missing}")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import csv
-import json
+import io
 import logging
 from collections.abc import Sequence
 from pathlib import Path
@@ -22,6 +22,7 @@ from eval.metrics.catalog import EXTRA_METRICS, JUDGE_AVERAGE, RULE, Catalog
 from eval.report import summarize_frameworks
 from eval.rubric import load_rubric
 from generate.common.errors import UsageError
+from generate.common.inputs import read_json, read_text
 from generate.common.jsonl import read_jsonl
 from generate.common.manifest import sha256_text
 
@@ -66,7 +67,7 @@ def _framework_rank(name: str) -> tuple[int, str]:
 
 
 def _json(path: Path) -> dict | None:
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else None
+    return read_json(path) if path.is_file() else None
 
 
 def _last_by(records, key) -> list[dict]:
@@ -115,7 +116,7 @@ def read_human(path: str | Path) -> dict[tuple, dict[str, dict]]:
         raise UsageError(f"--human {path}: no such file (review-lab rate export writes DIR/ratings.csv)")
     out: dict[tuple, dict[str, dict]] = {}
     runs: dict[tuple, set[str]] = {}
-    with open(path, newline="", encoding="utf-8") as fh:
+    with io.StringIO(read_text(path, "--human"), newline="") as fh:
         reader = csv.DictReader(fh)
         if not {"story_id", "aspect", "human"} <= set(reader.fieldnames or ()):
             raise UsageError(f"--human {path}: needs the columns story_id, aspect, human")

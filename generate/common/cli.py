@@ -2,13 +2,15 @@
 with failed items one line and exit code 1, never a traceback.
 
 An output location that refuses writes (full disk, read-only, no permission) is bad input too:
-one line, exit 2, and what was written before is intact (`generate.common.files`). The secrets
-the command was given never reach its streams: every log line, error line and traceback is
-scrubbed of them (`generate.common.secrets`).
+one line, exit 2, and what was written before is intact (`generate.common.files`); so is a path
+naming a directory where a file is written, or a file where a directory is made (`MISPLACED`).
+The secrets the command was given never reach its streams: every log line, error line and
+traceback is scrubbed of them (`generate.common.secrets`).
 """
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import sys
@@ -23,6 +25,10 @@ from generate.common.secrets import ScrubFilter, find_secrets, scrub
 # variable names a file, `run_cli` writes the script's own status there (2: bad input), which
 # `train.launch` returns.
 EXIT_STATUS_FILE = "REVIEW_LAB_EXIT_STATUS_FILE"
+# A path given where the other kind of thing is: `--out` naming a directory where a file is written,
+# or a file where a directory is made (an input file that is a directory is the reader's error line).
+MISPLACED = {errno.EISDIR: "is a directory where a file belongs: give a file's path",
+             errno.EEXIST: "is in the way (a file where a directory belongs): give another path"}
 NOISY = ("httpx", "httpx2", "openai", "urllib3", "filelock", "sentence_transformers", "accelerate")
 
 
@@ -45,15 +51,23 @@ def run_cli(main: Callable[[Sequence[str] | None], int | None], argv: Sequence[s
     try:
         rc = main(argv)
     except UsageError as exc:
-        fail(f"error: {exc}", 2)
+        fail(f"error: {one_line(exc)}", 2)
     except PartialFailure as exc:
-        fail(f"error: {exc}", 1)
+        fail(f"error: {one_line(exc)}", 1)
     except KeyboardInterrupt:
         fail("interrupted: finished work is saved; re-run the same command to resume", 130)
     except OSError as exc:
-        if exc.errno not in OUTPUT_ERRNOS:
-            fail(traceback.format_exc().rstrip(), 1)
-        fail(f"error: {output_error(exc.filename or 'the output', exc)}", 2)
+        if exc.errno in OUTPUT_ERRNOS:
+            fail(f"error: {output_error(exc.filename or 'the output', exc)}", 2)
+        if exc.errno in MISPLACED and exc.filename:
+            fail(f"error: {exc.filename} {MISPLACED[exc.errno]}", 2)
+        fail(traceback.format_exc().rstrip(), 1)
     except Exception:  # noqa: BLE001 - a bug: its traceback, without the secrets it may quote
         fail(traceback.format_exc().rstrip(), 1)
     sys.exit(rc or 0)
+
+
+def one_line(exc: BaseException) -> str:
+    """An error's message on one line: one that quotes another's (a library's message, a file's
+    text) may hold line breaks."""
+    return " ".join(part.strip() for part in str(exc).splitlines() if part.strip())

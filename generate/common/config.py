@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Sequence
@@ -18,49 +19,103 @@ from typing import Any, NoReturn, TypeVar
 import yaml
 
 from generate.common.errors import UsageError
+from generate.common.inputs import read_text
 from generate.common.ranges import OneOf, check_of, check_options, range_of
 
 T = TypeVar("T")
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
-    """Read a YAML mapping; a missing or malformed file is a UsageError."""
+    """Read a YAML mapping of names; a missing, unreadable or malformed file is a UsageError."""
     path = Path(path)
-    if not path.is_file():
-        raise UsageError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_text(path, "config file"))
     except yaml.YAMLError as exc:
         raise UsageError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
     if data is None:
         return {}
     if not isinstance(data, dict):
-        raise UsageError(f"{path}: expected a mapping of option -> value")
+        raise UsageError(f"{path}: expected a mapping of option -> value, got {_yaml_kind(data)}")
+    if bad := [key for key in data if not isinstance(key, str)]:
+        raise UsageError(f"{path}: {bad[0]!r} is not an option name (a key must be text)")
     return data
 
 
+def _yaml_kind(value: Any) -> str:
+    """What a YAML value is, in the words of an error line."""
+    if isinstance(value, list):
+        return "a list"
+    return f"the {type(value).__name__} {value!r}" if len(repr(value)) <= 40 else f"a {type(value).__name__}"
+
+
 def build_config(cls: type[T], config_path: str | Path | None, overrides: dict[str, Any]) -> T:
-    """Merge a YAML file and explicit overrides (None values are 'not given') into `cls`."""
+    """Merge a YAML file and explicit overrides (None values are 'not given') into `cls`.
+
+    Every value must be of its field's type (`typed`) before the config is built, so a YAML
+    `limit: abc` or `temperature: .nan` is one error line, not a traceback or a run that
+    quietly does something else; then `check_options` checks the ranges."""
     names = {f.name for f in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(cls)
     values: dict[str, Any] = {}
     if config_path:
         file_values = {k.replace("-", "_"): v for k, v in load_yaml(config_path).items()}
         unknown = sorted(set(file_values) - names)
         if unknown:
             raise UsageError(f"{config_path}: unknown config key(s) {', '.join(unknown)}; valid: {', '.join(sorted(names))}")
-        values.update(file_values)
+        values.update({k: typed(v, hints[k], f"{config_path}: {k}") for k, v in file_values.items()})
     for key, value in overrides.items():
         if value is None:
             continue
         if key not in names:
             raise UsageError(f"unknown option {key}")
-        values[key] = value
+        values[key] = typed(value, hints[key], f"--{key.replace('_', '-')}")
     try:
         cfg = cls(**values)
     except TypeError as exc:
         raise UsageError(str(exc)) from None
     check_options(cfg)
     return cfg
+
+
+KINDS = {bool: "true or false", int: "a whole number", float: "a finite number", str: "text"}
+
+
+def typed(value: Any, hint: Any, name: str) -> Any:
+    """`value` as the option `name` of type `hint` takes it, or a UsageError saying what it needs.
+
+    int, float, str, bool, `X | None` and `list[X]` are checked (an int is a float; a bool is no
+    number; NaN and infinity are no option's value); a single text given for a list of texts is
+    that one-item list. A value of another declared type passes unchecked."""
+    union = typing.get_origin(hint) in (typing.Union, types.UnionType)
+    optional = union and type(None) in typing.get_args(hint)
+    kinds = [a for a in typing.get_args(hint) if a is not type(None)] if union else [hint]
+    if len(kinds) > 1:  # "int | str": either
+        return value
+    kind = kinds[0]
+    if value is None:
+        if optional:
+            return None
+        raise UsageError(f"{name} needs a value ({_needs(kind)}), got null")
+    if typing.get_origin(kind) is list:
+        item = next(iter(typing.get_args(kind)), Any)
+        if isinstance(value, str) and item is str:
+            value = [value]
+        if not isinstance(value, list):
+            raise UsageError(f"{name} must be a list ({_needs(item)} each), got {value!r}")
+        return [typed(v, item, f"{name} item") for v in value]
+    if kind not in KINDS:
+        return value
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    ok = {bool: isinstance(value, bool), str: isinstance(value, str), int: number and isinstance(value, int),
+          float: number and (isinstance(value, int) or math.isfinite(value))}[kind]
+    if not ok:
+        hint_text = " (quote it to make it text)" if kind is str and isinstance(value, (int, float, bool)) else ""
+        raise UsageError(f"{name} must be {KINDS[kind]}, got {value!r}{hint_text}")
+    return value
+
+
+def _needs(kind: Any) -> str:
+    return KINDS.get(kind, getattr(kind, "__name__", str(kind)))
 
 
 class Parser(argparse.ArgumentParser):

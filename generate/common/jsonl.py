@@ -50,11 +50,14 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
     no record and is skipped with a warning, exactly what `repair_jsonl` would cut.
 
     Raises:
-        UsageError: a complete line that is not JSON (the file is damaged), naming the line.
+        UsageError: a complete line that is not JSON, or JSON but not an object (the file is
+            damaged, or not a file of records), naming the line. A directory is no file of records.
     """
     path = Path(path)
     if not path.exists():
         return
+    if path.is_dir():
+        raise UsageError(f"{path} is a directory, not a JSONL file")
     with open(path, "rb") as fh:  # bytes: a torn line may end inside a multi-byte character
         for number, line in enumerate(fh, start=1):
             if not line.endswith(b"\n"):
@@ -64,10 +67,16 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
             if not line.strip():
                 continue
             try:
-                yield json.loads(line)
-            except (json.JSONDecodeError, UnicodeDecodeError):
+                record = json.loads(line)
+            except UnicodeDecodeError as exc:
+                raise UsageError(f"{path}:{number}: not UTF-8 text ({exc.reason} at byte {exc.start} of the "
+                                 "line)") from None
+            except json.JSONDecodeError:
                 raise UsageError(f"{path}:{number}: not valid JSON in the middle of the file (damaged, not "
                                  "an interrupted write); repair or remove that line") from None
+            if not isinstance(record, dict):
+                raise UsageError(f"{path}:{number}: expected a JSON object (a record), got {type(record).__name__}")
+            yield record
 
 
 def repair_jsonl(path: str | Path) -> None:

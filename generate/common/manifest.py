@@ -25,6 +25,7 @@ from typing import Any
 
 from generate.common import machine
 from generate.common.files import write_atomic
+from generate.common.inputs import read_json
 from generate.common.secrets import SECRET_KEY, find_secrets, redact, redact_argv, scrub_values
 
 __all__ = ["SECRET_KEY", "redact", "sha256_bytes", "sha256_text", "update_manifest", "write_manifest"]
@@ -119,13 +120,13 @@ def recorded(out_dir: str | Path, key: str) -> Any:
     """A field the directory's manifest holds from an earlier invocation (None without one): what a
     resumed run adds its own account to (an evaluation's seconds, a generation's phase costs)."""
     path = Path(out_dir) / "manifest.json"
-    return json.loads(path.read_text(encoding="utf-8")).get(key) if path.is_file() else None
+    return read_json(path, "manifest").get(key) if path.is_file() else None
 
 
 def update_manifest(out_dir: str | Path, fields: dict[str, Any]) -> Path:
     """Add `fields` to an existing manifest (e.g. the retries a run needed, known at its end)."""
     path = Path(out_dir) / "manifest.json"
-    manifest = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    manifest = read_json(path, "manifest") if path.exists() else {}
     manifest.update(redact(fields))
     return _write(path, manifest)
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,6 +46,9 @@ class Range:
     open_high: bool = False
 
     def admits(self, x: float) -> bool:
+        """Whether `x` lies in the range; NaN and infinity never do (no option means them)."""
+        if isinstance(x, float) and not math.isfinite(x):
+            return False
         if self.low is not None and (x <= self.low if self.open_low else x < self.low):
             return False
         return self.high is None or (x < self.high if self.open_high else x <= self.high)
@@ -143,8 +147,11 @@ def check_options(cfg: Any) -> None:
         if value is None:
             continue
         flag = f"--{f.name.replace('_', '-')}"
-        if rng is not None and not rng.admits(value):
-            raise UsageError(f"{flag} must be {rng}, got {value}")
+        if rng is not None:
+            number = isinstance(value, (int, float)) and not isinstance(value, bool)
+            if not (number and rng.admits(value)):
+                raise UsageError(f"{flag} must be {'a number ' if not number else ''}{rng}, "
+                                 f"got {value if number else repr(value)}")
         if (check := check_of(type(cfg), f)) is not None:
             try:
                 check(value)

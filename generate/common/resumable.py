@@ -26,7 +26,6 @@ naming what differs and telling to use another `--out`.
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -35,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from generate.common.errors import UsageError
+from generate.common.inputs import read_json
 from generate.common.jsonl import read_jsonl, repair_jsonl, rewrite_jsonl
 from generate.common.lock import output_lock
 from generate.common.manifest import sha256_text, update_manifest
@@ -106,7 +106,7 @@ class Resumable:
     def __init__(self, out: str | Path, noun: str):
         self.out, self.noun = Path(out), noun
         path = self.out / "manifest.json"
-        self.recorded: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+        self.recorded: dict[str, Any] = read_json(path, "manifest") if path.is_file() else {}
 
     def refuse(self, made_with: str, advice: str = ADVICE) -> None:
         raise UsageError(f"{self.out} holds {self.noun} made with {made_with}; {advice}")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from eval.scorers.curation.scorer import response_key
 from generate.common.errors import UsageError
+from generate.common.inputs import read_text
 from generate.common.jsonl import parse_object
 from generate.common.manifest import sha256_text
 from rewards.principles.metrics import binary_metrics
@@ -53,7 +54,7 @@ def load_candidates(paths: list[str], limit: int | None = None) -> list[Candidat
     for path in map(Path, paths):
         if not path.is_file():
             raise UsageError(f"candidates file not found: {path}")
-        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        for n, line in enumerate(read_text(path, "candidates file").splitlines(), 1):
             if line.strip():
                 c = _candidate(line, f"{path}:{n}")
                 out.setdefault(c.key, c)

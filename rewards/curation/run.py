@@ -34,6 +34,7 @@ from eval.scorers.curation.scorer import drive_curation, render_examples
 from generate.backends import Completion, Model, ModelOptions, SamplingParams, gave_up
 from generate.backends.options import batch_size_option
 from generate.common.errors import PartialFailure, UsageError
+from generate.common.inputs import check_file
 from generate.common.jsonl import append_jsonl, read_jsonl, rewrite_jsonl
 from generate.common.manifest import write_manifest
 from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, OneOf, Range, check_options, checked, in_range
@@ -57,7 +58,8 @@ class CurateConfig(ModelOptions):
     candidates: list[str] = field(default_factory=list, metadata={
         "help": "stories.jsonl files (or {prompt, response, label} JSONL)"})
     out: str = field(default="runs/curation", metadata={"help": "output directory"})
-    exemplars: str | None = field(default=None, metadata={"help": "JSONL of trusted {prompt, response} pairs"})
+    exemplars: str | None = field(default=None, metadata=checked(
+        check_file, help="JSONL of trusted {prompt, response} pairs"))
     reference_dir: str | None = reference_dir_option()
     reference_max_chunks: int | None = field(default=2000, metadata=in_range(
         AT_LEAST_1, help="embed a seeded sample of the corpus"))
@@ -89,6 +91,8 @@ class CurateConfig(ModelOptions):
     def __post_init__(self) -> None:
         self.without = sorted(set(self.without))
         check_options(self)
+        if self.exemplars and self.k == 0:
+            raise UsageError("--exemplars are the Retrieval agent's examples, and --k 0 leaves that agent out")
 
 
 class Curator:

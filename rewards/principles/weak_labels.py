@@ -57,7 +57,7 @@ _NOT_PROSE = re.compile(r"gutenberg|chapter\b|contents\b|https?:|www\.|\[illustr
 @dataclass
 class WeakLabelConfig(ModelOptions):
     model: str | None = field(default=None, metadata=checked(
-        check_spec, help="Generator for model degradations (none: rules only)"))
+        check_spec, help="Generator for model degradations (not given: rules only)"))
     reference_dir: str | None = reference_dir_option()
     out: str = "runs/principles/weak.jsonl"
     works: int | None = field(default=None, metadata=in_range(
@@ -138,6 +138,11 @@ def corrupt(kind: str, text: str, seed: int, passage_id: str, cliches: tuple[str
 
 def build(cfg: WeakLabelConfig, model: Model | None = None) -> Path:
     """Write the weakly labelled JSONL; returns its path. `model` overrides loading `cfg.model`."""
+    if cfg.principles:  # the Generator's strategy: read now, and refused where no Generator would read it
+        if model is None and not cfg.model:
+            raise UsageError("--principles gives the Generator its strategy: it needs --model (without one the "
+                             "labels come from the rules alone)")
+        load_state(cfg.principles)
     directory = Path(reference_dir(cfg.reference_dir) or "")
     files = work_files(directory) if str(directory) not in ("", ".") and directory.is_dir() else []
     if len(files) < 2:

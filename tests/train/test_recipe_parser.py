@@ -61,3 +61,36 @@ def test_a_value_trls_config_refuses_is_one_usage_error(tmp_path):
     with pytest.raises(UsageError, match="bf16") as info:
         parser.parse_args_and_config(["--config", str(recipe), "--output_dir", str(tmp_path)])
     assert "\n" not in str(info.value)
+
+
+# A recipe's values become argparse's defaults, converted only when they are text: these once ran
+# as given (a list of steps, a NaN learning rate) or failed later with a traceback.
+@pytest.mark.parametrize(("lines", "message"), [
+    ("max_steps: [1, 2]\n", "max_steps must be a whole number, got [1, 2]"),
+    ("max_steps: true\n", "max_steps must be a whole number, got True"),
+    ("learning_rate: .nan\n", "learning_rate must be a finite number, got nan"),
+    ("learning_rate: {a: 1}\n", "learning_rate must be a finite number"),
+    ("reward_funcs: {length: 1}\n", "reward_funcs must be a list"),
+    ("model_name_or_path: null\n", "no model to train"),
+    ("1: 2\n", "is not an option name"),
+])
+def test_a_recipe_value_of_the_wrong_type_is_one_usage_error(grpo, tmp_path, lines, message):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(Path(RECIPE).read_text() + lines)
+    with pytest.raises(UsageError) as info:
+        grpo.parse_args_and_config(["--config", str(recipe), "--output_dir", str(tmp_path)])
+    assert message in str(info.value) and "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_non_finite_number_on_the_command_line_is_one_usage_error(grpo, tmp_path, value):
+    with pytest.raises(UsageError, match=f"--learning_rate must be a finite number, got {value}"):
+        grpo.parse_args_and_config(["--config", RECIPE, f"--learning_rate={value}", "--output_dir", str(tmp_path)])
+
+
+def test_a_recipe_keeps_its_valid_values(grpo, tmp_path):
+    """A number given as text stays argparse's to convert; one reward name is the list of one."""
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(Path(RECIPE).read_text() + 'max_steps: "7"\nreward_funcs: length\nreward_weights: [2]\n')
+    script, training, _ = grpo.parse_args_and_config(["--config", str(recipe), "--output_dir", str(tmp_path)])
+    assert (training.max_steps, script.reward_funcs, training.reward_weights) == (7, ["length"], [2.0])
