@@ -24,20 +24,18 @@ from __future__ import annotations
 
 import functools
 import inspect
-import math
 import types
 import typing
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from generate.common.config import KINDS, kind_refusal
 from generate.common.errors import UsageError
 from generate.common.ranges import Range
 
 RewardFunc = Callable[..., Any]
 CONTEXT = "context"
-KINDS = (bool, int, float, str)  # the option types a recipe (YAML or JSON) can give and the checker knows
-KIND_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
 
 
 @dataclass(frozen=True)
@@ -53,11 +51,9 @@ class OptionSpec:
     def refusal(self, value: Any) -> str | None:
         """Why `value` is refused (None: admitted)."""
         if value is None:
-            return None if self.optional else f"must be {KIND_NAMES[self.kind]}, got None"
-        if not _of_kind(value, self.kind):
-            return f"must be {KIND_NAMES[self.kind]}{' or null' if self.optional else ''}, got {value!r}"
-        if isinstance(value, float) and not math.isfinite(value):
-            return f"must be a finite number, got {value!r}"
+            return None if self.optional else f"must be {KINDS[self.kind]}, got None"
+        if (why := kind_refusal(value, self.kind)) is not None:
+            return why
         if self.range is not None and not self.range.admits(value):
             return f"must be {self.range}, got {value!r}"
         if self.check is not None:
@@ -66,14 +62,6 @@ class OptionSpec:
             except UsageError as exc:
                 return str(exc)
         return None
-
-
-def _of_kind(value: Any, kind: type) -> bool:
-    if kind is float:  # a YAML `300` for a float option is the number 300
-        return isinstance(value, int | float) and not isinstance(value, bool)
-    if kind is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    return isinstance(value, kind)
 
 
 @dataclass(frozen=True)

@@ -105,13 +105,21 @@ def typed(value: Any, hint: Any, name: str) -> Any:
         return [typed(v, item, f"{name} item") for v in value]
     if kind not in KINDS:
         return value
+    if (why := kind_refusal(value, kind)) is not None:
+        raise UsageError(f"{name} {why}")
+    return value
+
+
+def kind_refusal(value: Any, kind: type) -> str | None:
+    """Why `value` (not None) is no value of the scalar `kind` (a key of `KINDS`), or None: the one
+    type check of config fields, trl recipe fields and reward options (`rewards.registry`)."""
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     ok = {bool: isinstance(value, bool), str: isinstance(value, str), int: number and isinstance(value, int),
           float: number and (isinstance(value, int) or math.isfinite(value))}[kind]
-    if not ok:
-        hint_text = " (quote it to make it text)" if kind is str and isinstance(value, (int, float, bool)) else ""
-        raise UsageError(f"{name} must be {KINDS[kind]}, got {value!r}{hint_text}")
-    return value
+    if ok:
+        return None
+    hint_text = " (quote it to make it text)" if kind is str and isinstance(value, (int, float, bool)) else ""
+    return f"must be {KINDS[kind]}, got {value!r}{hint_text}"
 
 
 def _needs(kind: Any) -> str:

@@ -51,7 +51,7 @@ def test_training_refuses_a_length_target_out_of_range(tmp_path, monkeypatch, ca
     (["novelty_cos"], '{"novelty_cos": {"max_chunks": 0}}', "error: reward 'novelty_cos': option max_chunks must be"),
     (["kl"], '{"kl": {"reference_dir": "no/such/dir"}}', "error: reward 'kl': option reference_dir: no such directory"),
     (["group_diversity"], '{"group_diversity": {"chunk_size": "300"}}',
-     "error: reward 'group_diversity': option chunk_size must be an integer, got '300'"),
+     "error: reward 'group_diversity': option chunk_size must be a whole number, got '300'"),
     (["reward_model"], '{"reward_model": {"model_dir": "no/such/rm"}}',
      "error: reward 'reward_model': option model_dir: no reward model in no/such/rm"),
     (["principle_judge"], '{"principle_judge": {"mode": "sample", "orders": 2}}',
