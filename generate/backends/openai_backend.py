@@ -38,11 +38,11 @@ import json
 import os
 import re
 import time
-from urllib.parse import urlsplit
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob, TransientBackendError
 from generate.common.errors import UsageError
-from generate.common.secrets import redact_url, scrub, url_secrets
+from generate.common.ranges import http_url
+from generate.common.secrets import scrub, url_secrets
 
 RETRYABLE_STATUS = {408, 409, 425, 429}
 # How servers word "your prompt does not fit": OpenAI and vLLM ("maximum context length is N
@@ -173,16 +173,11 @@ class OpenAIBackend(Backend):
 
 def check_base_url(url: str) -> None:
     """Refuse a server URL the client could only fail on, at once, instead of retrying each call:
-    one without http(s):// (`localhost:8000/v1`) or without a host."""
+    one without http(s):// (`localhost:8000/v1`) or without a host (`ranges.http_url`)."""
     try:
-        parts = urlsplit(url)
-        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
-        parts.port  # noqa: B018 - raises on a port that is not a number
-    except ValueError:
-        ok = False
-    if not ok:
-        raise UsageError(f"bad server URL {redact_url(url)!r}: expected http(s)://host[:port]/path, e.g. "
-                         "http://127.0.0.1:8000/v1")
+        http_url(url)
+    except UsageError as exc:
+        raise UsageError(f"bad server URL {exc}") from None
 
 
 def parse_reply(body: bytes) -> Completion:

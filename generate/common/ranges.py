@@ -30,9 +30,10 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlparse
+from urllib.parse import urlsplit
 
 from generate.common.errors import UsageError
+from generate.common.secrets import redact_url
 
 
 @dataclass(frozen=True)
@@ -116,10 +117,18 @@ def existing_dir(path: str) -> None:
 
 
 def http_url(url: str) -> None:
-    """A check: an http(s) URL with a host (an OpenAI-compatible server's `base_url`)."""
-    parsed = urlparse(url)
-    if parsed.scheme not in ("http", "https") or not parsed.netloc:
-        raise UsageError(f"{url!r} is not an http(s):// URL")
+    """A check: an http(s) URL with a host and a numeric port if any (an OpenAI-compatible
+    server's `base_url`), the one check of reward options and the openai backend. The URL in the
+    message has its credentials masked (`https://user:KEY@host`)."""
+    try:
+        parts = urlsplit(url)
+        ok = parts.scheme in ("http", "https") and bool(parts.hostname)
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        ok = False
+    if not ok:
+        raise UsageError(f"{redact_url(url)!r} is not an http(s):// URL with a host (http(s)://host[:port]/path, "
+                         "e.g. http://127.0.0.1:8000/v1)")
 
 
 def checked(check: Callable[[Any], None], **metadata: Any) -> dict[str, Any]:
