@@ -25,6 +25,11 @@ A well-formed reply is read by what it says, not only by its shape:
   that dropped them); from a server that never has, a second such reply is fatal, in one line:
   it cannot serve a logprob-mode judge, and every score read from it would be missing.
 
+The length cap goes out as `max_tokens`, which every OpenAI-compatible server reads; OpenAI's
+reasoning models refuse it (400, `unsupported_parameter`, naming `max_completion_tokens`), and
+from the first such refusal on, this backend sends the cap as `max_completion_tokens` instead (the
+refused request is sent again at once, no retry spent).
+
 The client's `timeout` bounds each wait for bytes, not the request: a server that trickles its
 reply a byte at a time would never trip it, so this backend's `timeout` (what `Model` bounds the
 whole call by) is a few seconds longer than the client's.
@@ -35,6 +40,7 @@ from __future__ import annotations
 import asyncio
 import email.utils
 import json
+import logging
 import os
 import re
 import time
@@ -55,6 +61,10 @@ QUOTA_SPENT = {"insufficient_quota", "billing_hard_limit_reached", "billing_not_
 # A 400 about this prompt only: the provider's content policy flagged it (Azure's and OpenAI's codes).
 PROMPT_FLAGGED = {"content_filter", "content_policy_violation", "invalid_prompt"}
 BACKSTOP_S = 5.0  # `timeout` beyond the client's per-read timeout (module doc)
+# The length cap's names: the one every server reads, and the one OpenAI's reasoning models take instead.
+LENGTH_CAPS = ("max_tokens", "max_completion_tokens")
+
+log = logging.getLogger(__name__)
 
 
 class OpenAIBackend(Backend):
@@ -80,6 +90,7 @@ class OpenAIBackend(Backend):
         self._clients: dict[int, object] = {}
         self._logprobs_seen = False  # a reply ever carried the logprobs asked for
         self._logprobs_missing = 0  # replies without the logprobs asked for
+        self._length_cap = LENGTH_CAPS[0]  # the second once the server refuses the first (module doc)
 
     def describe(self) -> dict:
         return {**super().describe(), "base_url": self._scrub(self.base_url or "") or None}
@@ -109,7 +120,8 @@ class OpenAIBackend(Backend):
     async def _one(self, req: ChatRequest) -> Completion:
         import openai
 
-        kwargs = {"model": self.model, "messages": req.messages, "max_tokens": req.params.max_new_tokens,
+        cap = self._length_cap
+        kwargs = {"model": self.model, "messages": req.messages, cap: req.params.max_new_tokens,
                   "temperature": req.params.temperature, "top_p": req.params.top_p}
         if req.seed is not None:
             kwargs["seed"] = req.seed
@@ -125,6 +137,8 @@ class OpenAIBackend(Backend):
             why = f"{type(exc.__cause__).__name__}: {exc.__cause__}" if exc.__cause__ else str(exc)
             raise TransientBackendError(f"connection failed ({self._scrub(why)})", cause="connection") from None
         except openai.APIStatusError as exc:
+            if cap == LENGTH_CAPS[0] and self._renamed_length_cap(exc):
+                return await self._one(req)
             return self._refused(exc)
         try:
             comp = parse_reply(raw.content)
@@ -134,6 +148,17 @@ class OpenAIBackend(Backend):
         if req.logprobs is not None and comp.error is None:
             self._check_logprobs(comp)
         return comp
+
+    def _renamed_length_cap(self, exc) -> bool:
+        """True where the server refused `max_tokens` for `max_completion_tokens` (a reasoning
+        model): every request from now on sends the latter (requests in flight with the former are
+        each sent again once; a refusal of the latter is reported as any other)."""
+        if not (exc.status_code == 400 and exc.param == LENGTH_CAPS[0] and LENGTH_CAPS[1] in exc.message):
+            return False
+        if self._length_cap == LENGTH_CAPS[0]:
+            self._length_cap = LENGTH_CAPS[1]
+            log.info("%s: the server takes the length cap as %s, not %s", self.model, *LENGTH_CAPS[::-1])
+        return True
 
     def _check_logprobs(self, comp: Completion) -> None:
         """A reply without the logprobs asked for: transient from a server that has sent them before,

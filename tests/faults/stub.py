@@ -5,7 +5,8 @@ Replies are a pure function of the request, so a retried request gets the same a
 message that contains `STATUS <code>` gets that HTTP status (`STATUS 429 insufficient_quota`: with
 that error code); one longer than `context_chars` gets the 400 that OpenAI-compatible servers give
 a prompt beyond the context window; one that contains `SHAPE <name>` gets a well-formed 200 of
-that shape (`SHAPES`); one that contains `SLOW` is answered after 0.2 s. The server keeps every
+that shape (`SHAPES`); one that contains `SLOW` is answered after 0.2 s. A model whose name starts
+with `reasoning` refuses `max_tokens` as OpenAI's reasoning models do (`max_completion_tokens`). The server keeps every
 request body (`bodies`) and the most requests it ever held at once (`most_at_once`). Error bodies
 quote the request headers back, as some servers do (the secret tests need that).
 """
@@ -86,6 +87,11 @@ def _handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
             if "SLOW" in text:
                 time.sleep(0.2)
             echo = "; ".join(f"{k}: {v}" for k, v in self.headers.items())
+            if body["model"].startswith("reasoning") and "max_tokens" in body:
+                return self._send(400, {"error": {
+                    "message": "Unsupported parameter: 'max_tokens' is not supported with this model. Use "
+                               "'max_completion_tokens' instead.", "type": "invalid_request_error",
+                    "param": "max_tokens", "code": "unsupported_parameter"}})
             if status := re.search(r"STATUS (\d{3})(?: (\w+))?", text):
                 return self._send(int(status.group(1)), {"error": {"message": f"refused; you sent {echo}",
                                                                    "code": status.group(2)}})
