@@ -14,7 +14,9 @@ standard library cannot parse), 422 an aspect or a score outside the study's, 40
 id reused with other content, 500 anything unforeseen (the traceback goes to the server's log,
 never to the client). A refused request leaves the database as it was. Each request opens its
 own connection; SQLite serialises the writers (`eval.rating.store`). A connection idle for
-`TIMEOUT` is closed, so clients that connect and send nothing cannot hold threads for ever.
+`TIMEOUT` is closed, so clients that connect and send nothing cannot hold threads for ever, and
+at most `MAX_CONNECTIONS` are served at once (a thread each): one more is answered 503 with a
+Retry-After at once and closed, so a burst of connections cannot exhaust the server's threads.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -34,6 +37,7 @@ log = logging.getLogger(__name__)
 
 MAX_BODY = 16 * 1024  # bytes: a submission is a few hundred
 TIMEOUT = 60.0  # seconds a connection may stay silent (between requests, or in the middle of a body)
+MAX_CONNECTIONS = 64  # served at once: a study's raters, each a keep-alive connection or two, with room
 ROUTE = re.compile(r"^/r/(?P<token>[^/]*)(?P<rate>/rate)?/?$")
 TOKEN = re.compile(r"^[A-Za-z0-9_-]{16,64}$")
 SUBMISSION = re.compile(r"^[A-Za-z0-9-]{8,64}$")
@@ -58,9 +62,44 @@ class Refused(Exception):
 class RatingServer(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, address: tuple[str, int], db: str | Path, meta: dict):
+    def __init__(self, address: tuple[str, int], db: str | Path, meta: dict, max_connections: int = MAX_CONNECTIONS):
         self.db, self.meta = str(db), meta
+        self.max_connections = max_connections
+        self.slots = threading.BoundedSemaphore(max_connections)
         super().__init__(address, Handler)
+
+    def process_request(self, request, client_address) -> None:
+        """A thread for the connection while a slot is free; else 503 at once, from this thread."""
+        if not self.slots.acquire(blocking=False):
+            log.warning("%s: %d connections already served; answered 503", client_address[0], self.max_connections)
+            busy_reply(request)
+            self.shutdown_request(request)
+            return
+        try:
+            super().process_request(request, client_address)
+        except BaseException:  # no thread started: nothing will release the slot
+            self.slots.release()
+            raise
+
+    def process_request_thread(self, request, client_address) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self.slots.release()
+
+
+def busy_reply(request) -> None:
+    """503 in our refusals' shape, written without reading the request (its client may never send
+    one); a client that does not take it within a second is left to the close."""
+    body = json.dumps({"error": "the server is busy: too many connections; try again in a few seconds"}).encode()
+    headers = {**SECURITY_HEADERS, "Content-Type": "application/json", "Content-Length": str(len(body)),
+               "Retry-After": "5", "Connection": "close"}
+    head = "HTTP/1.1 503 Service Unavailable\r\n" + "".join(f"{k}: {v}\r\n" for k, v in headers.items()) + "\r\n"
+    try:
+        request.settimeout(1.0)
+        request.sendall(head.encode("latin-1") + body)
+    except OSError:
+        pass  # gone already
 
 
 class Handler(BaseHTTPRequestHandler):

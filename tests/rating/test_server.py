@@ -324,3 +324,27 @@ def test_many_raters_saving_at_once_lose_nothing(study):
         last = {sids[i % len(sids)]: i % 6 for i in range(20)}
         assert current == {(sid, a): v for sid, v in last.items() for a in ASPECTS}
     conn.close()
+
+
+def test_connections_beyond_the_cap_get_503_at_once_and_a_freed_slot_serves_again(study):
+    """Silent connections each hold a thread until TIMEOUT: past `max_connections` the server
+    answers 503 without a thread (before, every connection got one, without bound)."""
+    db, meta, tokens = study
+    server = RatingServer(("127.0.0.1", 0), db, meta, max_connections=2)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    base = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        silent = [socket.create_connection(server.server_address, timeout=5) for _ in range(2)]
+        status, body, reply = request(base, "GET", f"/r/{tokens['ann']}")
+        assert status == 503 and "too many connections" in body["error"]
+        assert reply.getheader("Retry-After") == "5" and reply.getheader("X-Frame-Options") == "DENY"
+        silent.pop().close()  # its thread reads the end of the stream and gives its slot back
+        for _ in range(100):
+            if (status := request(base, "GET", f"/r/{tokens['ann']}")[0]) == 200:
+                break
+            threading.Event().wait(0.05)
+        assert status == 200
+    finally:
+        [s.close() for s in silent]
+        server.shutdown()
+        server.server_close()
