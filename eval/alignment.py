@@ -41,6 +41,7 @@ from eval.icc import CI_LEVEL, NO_INTERVAL, check_level, icc_from_mean_squares, 
 from generate.common.cli import run_cli
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from generate.common.files import make_dir
 from generate.common.inputs import read_text
 from generate.common.manifest import sha256_bytes, write_manifest
 from generate.common.ranges import FRACTION, ranged
@@ -313,7 +314,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(_format_table(table))
     if args.out:
         out = Path(args.out)
-        out.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(out.parent)
         payload = {aspect: {k: _json_value(v) for k, v in asdict(a).items()} for aspect, a in table.items()}
         out.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
         plot_bland_altman(ratings, table, out.with_name(f"{out.stem}_bland_altman.png"))

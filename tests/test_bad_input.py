@@ -316,6 +316,11 @@ OUTPUT_CASES = {
     "generate: --out an existing file": (lambda t: ["generate", "--out", ratings(t)], "r.csv"),
     "eval: --out under a file": (lambda t: ["eval", "--stories", write(t / "s.jsonl", json.dumps(STORY) + "\n"),
                                             "--out", str(t / "s.jsonl" / "eval")], "s.jsonl"),
+    # /proc takes no new directory (mkdir: ENOENT), like any location that refuses one
+    "story: --out where no directory can be made": (lambda t: ["story", "--out", "/proc/rl-x"], "cannot write /proc"),
+    "signals: --out where no directory can be made": (lambda t: ["signals", "--out", "/proc/rl-x"], "cannot write"),
+    "align: --out where no directory can be made": (lambda t: ["align", "--ratings", ratings(t), "--out",
+                                                               "/proc/rl-x/a.json"], "cannot write /proc/rl-x"),
 }
 
 

@@ -55,9 +55,10 @@ import numpy as np
 from trl import GRPOConfig
 
 from eval.stats import summarize
-from generate.backends import ChatRequest, SamplingParams, check_spec, load_model
+from generate.backends import ChatRequest, SamplingParams, backend_options, check_spec, load_model
 from generate.common.config import add_dataclass_args, build_config, load_yaml, new_parser
 from generate.common.errors import UsageError
+from generate.common.files import make_dir
 from generate.common.manifest import write_manifest
 from generate.common.ranges import AT_LEAST_1, check_options, checked, in_range
 from generate.datasets import load_dataset
@@ -67,13 +68,11 @@ from rewards import RewardContext, build_rewards
 from rewards.composite import combine, reward_weights, run_rewards
 from rewards.text import completion_text
 from train.args import ScriptArguments
+from train.model import SAMPLING_DTYPE
 from train.split import load_split
 from train.steps import STEP_FILE
 
 log = logging.getLogger("heldout_reward")
-# hf models sample in float32 whatever the training's dtype: in bf16 a merged model's update rounds
-# away (see the module docstring). Recorded in the manifest.
-SAMPLING_DTYPE = "float32"
 DECODING = ("max_completion_length", "temperature", "top_p", "seed")
 # trl's other sampling settings: held-out stories cannot be sampled with them, so only their defaults pass.
 UNREPRODUCED = ("top_k", "min_p", "repetition_penalty", "generation_kwargs")
@@ -144,8 +143,7 @@ def write_stories(spec: str, tasks, samples: int, decoding: dict) -> list[str]:
     params = SamplingParams(decoding["max_completion_length"], decoding["temperature"], decoding["top_p"])
     requests = [ChatRequest(prompt_set.writer_messages(t.prompt), params, seed=derive_seed(decoding["seed"], t.id, k))
                 for t in tasks for k in range(samples)]
-    options = {} if spec.startswith(("openai:", "vllm:")) else {"dtype": SAMPLING_DTYPE, "batch_size": 8}
-    model = load_model(spec, **options)
+    model = load_model(spec, **backend_options(spec, batch_size=8, dtype=SAMPLING_DTYPE))
     try:
         return [completion_text(c.text) for c in model.generate(requests, desc=spec)]
     finally:
@@ -240,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"held-out prompts: {len(tasks)} x {cfg.samples} samples\n{report}")
     if cfg.out:
         out = Path(cfg.out)
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out)
         (out / "heldout.json").write_text(json.dumps({"recipe": cfg.config, "split": cfg.split, "samples": cfg.samples,
                                                       "settings_from": source, "prompt_ids": [t.id for t in tasks],
                                                       "results": results, "table": report}, indent=2) + "\n",

@@ -20,6 +20,11 @@ from generate.common.errors import UsageError
 log = logging.getLogger(__name__)
 
 MERGED_DIR = "merged"
+# The dtype every compared local writer samples in, trained or not (`heldout`, `story`): a merged
+# model is saved in float32 (`export_merged`) because most of its LoRA update is below bf16's rounding
+# step, and in bf16 it would round back to the base; the base samples alike, so the two differ by
+# their weights alone.
+SAMPLING_DTYPE = "float32"
 
 
 def resolve_model_path(name: str) -> str:

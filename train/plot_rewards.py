@@ -19,6 +19,7 @@ import numpy as np
 from eval.plotting import image_formats, pyplot
 from generate.common.config import new_parser
 from generate.common.errors import UsageError
+from generate.common.files import make_dir
 from generate.common.inputs import read_json
 from generate.common.ranges import AT_LEAST_1, ranged
 
@@ -68,7 +69,7 @@ def plot(series: dict[str, tuple[list[int], list[float]]], out: Path, window: in
     bottom.set_ylabel(f"component mean (moving average {window})")
     bottom.legend(fontsize="small")
     fig.tight_layout()
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent)
     fig.savefig(out, dpi=120)
     plt.close(fig)
     return out

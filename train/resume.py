@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from generate.common.errors import UsageError
+from generate.common.files import make_dir
 
 log = logging.getLogger("train.resume")
 
@@ -82,7 +83,7 @@ def check_resumable(output_dir: str | Path, settings: dict, checkpoint: str | No
         log.warning("%s records no settings: resuming %s as the same run", output_dir, checkpoint)
     if not record:
         return
-    path.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(path.parent)
     path.write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n", encoding="utf-8")
 
 

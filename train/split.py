@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from generate.common.errors import UsageError
+from generate.common.files import make_dir
 from generate.common.inputs import read_json
 from generate.datasets import Task
 
@@ -53,7 +54,7 @@ class Split:
 
     def save(self, out_dir: str | Path) -> Path:
         path = Path(out_dir) / SPLIT_FILE
-        path.parent.mkdir(parents=True, exist_ok=True)
+        make_dir(path.parent)
         path.write_text(json.dumps(asdict(self), indent=2) + "\n", encoding="utf-8")
         return path
 

@@ -30,8 +30,9 @@ Review gets from interaction, and at what cost? And which reward signal trains t
    (`compare/`), the tuned writer in Review with the base writer in Review (`compare_in_review/`).
 
 Every step is resumable: re-running continues where an interrupted story stopped. `story.json`
-records the arguments, the evaluation prompts, the wall time of each step (summed over the
-invocations that finished) and the signals' excellence rates per run.
+records the arguments, the evaluation prompts, the seconds each step's current output took (from
+its `step.json`: summed over the invocations that finished it, a redone step's earlier seconds
+dropped; `train.steps`) and the signals' excellence rates per run.
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from eval.view import write_view
 from generate.backends import load_model
 from generate.common.config import load_yaml, parse_config
 from generate.common.errors import UsageError
+from generate.common.files import make_dir
 from generate.common.manifest import write_manifest
 from generate.common.paths import REPO_ROOT
 from generate.datasets import Task, load_dataset, spread_over_aspects
@@ -62,9 +64,9 @@ from rewards.registry import option_names
 from train import signals as signal_steps
 from train.launch import accelerate_command
 from train.length_gap import length_gap, render_length_gap
-from train.model import resolve_model_path
+from train.model import SAMPLING_DTYPE, resolve_model_path
 from train.split import Split, load_split, plain_prompt, split_tasks
-from train.steps import Step, content_hash
+from train.steps import Step, content_hash, step_seconds
 from train.story_config import (BASE, EXAMPLE, SELF_GRADED, SIGNALS, SIGNALS_EXAMPLE, SignalsConfig, StoryConfig,
                                 runs_of, scored_metrics)
 
@@ -184,7 +186,7 @@ class Story:
 
     def run(self) -> int:
         cfg, out = self.cfg, self.out
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out)
         write_manifest(out, kind="story", config=asdict(cfg), seed=cfg.seed)
         tasks = load_dataset("default")
         split = split_tasks(tasks, eval_fraction=0.2, seed=0, dataset="default")
@@ -239,12 +241,14 @@ class Story:
         stories (and their evaluation, inside the run directory) are cleared, never reported."""
         cfg = self.cfg
         run = RunConfig(framework=self.runs[name][0], model=writer, dataset=str(self.prompts_file),
-                        seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, out=str(self.out / name))
+                        seed=cfg.seed, max_new_tokens=cfg.max_new_tokens, out=str(self.out / name),
+                        dtype=SAMPLING_DTYPE)
         step = Step(self.out / name, f"generate {name}", {
             "framework": run.framework, "writer": writer, "weights": weights_hash(writer), "seed": cfg.seed,
-            "prompts": content_hash(self.prompts_file), "max_new_tokens": cfg.max_new_tokens})
+            "prompts": content_hash(self.prompts_file), "max_new_tokens": cfg.max_new_tokens,
+            "dtype": run.dtype, "batch_size": run.batch_size})
         step.start()  # generation resumes with the same inputs
-        self.timed(f"generate {name}", lambda: run_collecting(Runner(run, model=load_model(writer)), self.failed))
+        self.timed(f"generate {name}", lambda: run_collecting(Runner(run, model=run.load_model()), self.failed))
         step.finish()
 
     def prepare_signals(self, train_tasks: list[Task], prompts: list[Task]) -> tuple[dict, Path | None, Path | None]:
@@ -343,9 +347,7 @@ class Story:
         confounds = confound_table(rows) if signals else None
         gap = self.length_gap() if signals else None
         path = out / "story.json"
-        previous = json.loads(path.read_text())["seconds"] if path.is_file() else {}
-        seconds = {k: previous.get(k, 0.0) + self.timings.get(k, 0.0) for k in {**previous, **self.timings}}
-        story = {"config": asdict(cfg), "eval_prompts": [t.id for t in prompts], "seconds": seconds,
+        story = {"config": asdict(cfg), "eval_prompts": [t.id for t in prompts], "seconds": step_seconds(out),
                  "excellence": excellence, "confounds": confounds, "length_gap": gap, "labels": labels}
         path.write_text(json.dumps(story, indent=2) + "\n")
         if confounds:

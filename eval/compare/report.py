@@ -14,6 +14,7 @@ from typing import Any
 
 from eval.compare.plots import plot_cost_vs_gain, plot_gains
 from eval.compare.verdict import correction_label, label, level_label, signed
+from generate.common.files import make_dir
 
 log = logging.getLogger("eval.compare")
 
@@ -137,7 +138,7 @@ def write_outputs(comparison: dict[str, Any], out: str | Path) -> dict[str, Path
         {kind: path} of the written files.
     """
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    make_dir(out)
     paths = {"json": out / "comparison.json", "markdown": out / "comparison.md",
              "gains_plot": out / "gains.png", "cost_plot": out / "cost_vs_gain.png"}
     paths["json"].write_text(json.dumps(comparison, indent=2, allow_nan=False) + "\n", encoding="utf-8")

@@ -36,6 +36,7 @@ from eval.rating import agreement
 from eval.rating.agreement import alpha_interval, interval, krippendorff_alpha, nominal, verdict_agreement
 from eval.rating.study import AUTO_VERDICTS
 from generate.common.errors import UsageError
+from generate.common.files import make_dir
 from generate.common.manifest import write_manifest
 
 CSV_COLUMNS = ("story_id", "aspect", "human", "judge", "n_raters", "human_std", "run", "source_story_id", "model",
@@ -138,7 +139,7 @@ def export(db: str | Path, out: str | Path, good_at: float = 4.0) -> dict:
             raise UsageError(f"{db} holds no study")
         stories, by_story = _stories(conn), _by_story(conn)
         out = Path(out)
-        out.mkdir(parents=True, exist_ok=True)
+        make_dir(out)
         csv_path = out / "ratings.csv" if meta["mode"] == "likert" else None
         unjudged = _write_csv(csv_path, meta, stories, by_story) if csv_path else 0
         labels = _labels(meta, by_story, good_at)

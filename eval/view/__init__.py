@@ -16,6 +16,7 @@ from pathlib import Path
 
 from eval.view.data import load_view_data
 from eval.view.page import render_html
+from generate.common.files import make_dir
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,7 @@ def write_view(runs: Sequence[str | Path], out: str | Path, eval_dir: str | Path
     data = load_view_data([str(r) for r in runs], eval_dir and str(eval_dir), compare_dir and str(compare_dir), title,
                           human and str(human))
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent)
     out.write_text(render_html(data), encoding="utf-8")
     log.info("viewer: %s (%d stories, %.1f MB)", out, len(data["stories"]), out.stat().st_size / 1e6)
     return out

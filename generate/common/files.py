@@ -33,6 +33,21 @@ def output_error(path: str | Path, exc: OSError) -> OutputError:
                        "fix the output location and re-run the same command to resume")
 
 
+def make_dir(path: str | Path) -> Path:
+    """Create the output directory `path` (and its parents), or raise `OutputError`: a location
+    that takes no directory (read-only, no permission, a pseudo-filesystem such as /proc, where
+    mkdir says ENOENT) is bad input. A file in the way raises as it is (`FileExistsError`), for
+    the CLI to name the misplaced path."""
+    path = Path(path)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise output_error(exc.filename or path, exc) from None
+    return path
+
+
 def append_bytes(path: str | Path, data: bytes) -> None:
     """Append `data` in full and fsync it, or leave the file as it was and raise `OutputError`."""
     try:

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from generate.common import machine
-from generate.common.files import write_atomic
+from generate.common.files import make_dir, write_atomic
 from generate.common.inputs import read_json
 from generate.common.secrets import SECRET_KEY, find_secrets, redact, redact_argv, scrub_values
 
@@ -80,7 +80,7 @@ def write_manifest(out_dir: str | Path, *, kind: str, config: dict[str, Any], se
     ones (`_earlier`). A command whose output is one file in a folder it does not own names its
     manifest after that file (`name`), so that it cannot replace the folder's."""
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    make_dir(out_dir)
     manifest = {
         "kind": kind,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),

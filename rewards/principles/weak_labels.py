@@ -41,7 +41,7 @@ from eval.scorers.principles.texts import Templates, load_state, load_templates
 from eval.text import chunk_words, strip_gutenberg
 from generate.backends import Model, check_spec, gave_up
 from generate.common.errors import PartialFailure, UsageError
-from generate.common.files import write_text_atomic
+from generate.common.files import make_dir, write_text_atomic
 from generate.common.manifest import write_manifest
 from generate.common.ranges import AT_LEAST_1, FRACTION, checked, in_range
 from generate.journal import Journal, derive_seed
@@ -168,7 +168,7 @@ def build(cfg: WeakLabelConfig, model: Model | None = None) -> Path:
         raise UsageError(f"no prose passages of {cfg.words} words found in {directory}")
 
     out = Path(cfg.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    make_dir(out.parent)
     use_model = model is not None or bool(cfg.model)
     kinds = (["generator"] if use_model else []) + list(CORRUPTIONS)
     offset = random.Random(derive_seed(cfg.seed, "kinds")).randrange(len(kinds))

@@ -138,7 +138,7 @@ def test_a_retrained_signal_retrains_its_writer_and_regenerates_its_stories(tmp_
     assert fake_grpo == [40, 40]
 
     generated = []
-    monkeypatch.setattr(story, "load_model", lambda spec: None)
+    monkeypatch.setattr(story.RunConfig, "load_model", lambda self: None)
     monkeypatch.setattr(story, "run_collecting", lambda runner, failed: generated.append(runner.cfg.out) or
                         (Path(runner.cfg.out) / "stories.jsonl").write_text("story\n"))
     flow = story.Story(story.StoryConfig(out=str(tmp_path / "story")))

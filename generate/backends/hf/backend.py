@@ -19,8 +19,8 @@ from transformers import GenerationConfig
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob
 from generate.backends.hf.decode import sample_batch
-from generate.backends.hf.device import (decode_sdpa_backends, decode_token_budget, pick_dtype, store_budget,
-                                         store_reserve)
+from generate.backends.hf.device import (decode_sdpa_backends, decode_token_budget, pick_dtype, rounding_warning,
+                                         store_budget, store_reserve)
 from generate.backends.hf.passes import chunks
 from generate.backends.hf.prefix import greedy_with_prefix
 from generate.backends.hf.static import sample_static
@@ -120,6 +120,8 @@ class HFBackend(Backend):
         # Sequences later prompts start with (fast path).
         self.store = PrefixStore(store_budget(self.device), store_reserve(self.device))
         self.dtype = pick_dtype(dtype, self.device)
+        if warning := rounding_warning(model, dtype, self.dtype):
+            log.warning("%s", warning)
         self.tokenizer, self.lm = _load(model, self.dtype, self.device)
         self.identity = model_identity(model)  # of the weights just loaded, whatever replaces them later
         if self.tokenizer.pad_token_id is None:

@@ -3,20 +3,50 @@ memory its prefix store may keep."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import torch
 from torch.nn.attention import SDPBackend
 
+from generate.backends.options import DTYPES
+from generate.common.errors import UsageError
 from generate.common.machine import cpu_supports_bf16, memory_bytes
 
 
 def pick_dtype(dtype: str, device: str) -> torch.dtype:
     """`dtype` by name, or for "auto": bf16 on an accelerator and on a CPU with native bf16, else
     float32 (bf16 emulated on a CPU is slower than float32)."""
+    if dtype not in DTYPES:
+        raise UsageError(f"unknown dtype {dtype!r}; choose one of: {', '.join(DTYPES)}")
     if dtype != "auto":
         return getattr(torch, dtype)
     if device.startswith("cuda"):
         return torch.bfloat16
     return torch.bfloat16 if cpu_supports_bf16() else torch.float32
+
+
+def stored_dtype(model: str) -> str | None:
+    """The dtype a local checkpoint's `config.json` says its weights are saved in (None: not a
+    directory, or not said)."""
+    path = Path(model) / "config.json"
+    try:
+        config = json.loads(path.read_text()) if path.is_file() else {}
+    except (OSError, ValueError):
+        return None  # loading the model says what is wrong with it
+    stored = (config.get("dtype") or config.get("torch_dtype")) if isinstance(config, dict) else None
+    return stored if isinstance(stored, str) else None
+
+
+def rounding_warning(model: str, dtype: str, picked: torch.dtype) -> str | None:
+    """What to tell a user whose `auto` dtype loads float32 weights in a narrower dtype: a trained
+    writer's merged model is saved in float32 because most of its LoRA update is below bf16's
+    rounding step, and loaded in bf16 it is mostly the base model again (`docs/train.md`)."""
+    if dtype != "auto" or picked == torch.float32 or stored_dtype(model) != "float32":
+        return None
+    name = str(picked).removeprefix("torch.")
+    return (f"hf model {model}: its weights are saved in float32 and load in {name} here (--dtype auto); a "
+            f"trained writer's small update rounds away in {name}: --dtype float32 keeps it")
 
 
 def store_budget(device: str) -> int:
