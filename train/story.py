@@ -61,6 +61,7 @@ from generate.datasets import Task, load_dataset, spread_over_aspects
 from generate.runner import RunConfig, Runner, raise_failures, run_collecting
 from rewards import get_reward
 from rewards.registry import option_names
+from rewards.signal_check import proven
 from train import signals as signal_steps
 from train.launch import accelerate_command
 from train.length_gap import length_gap, render_length_gap
@@ -308,11 +309,14 @@ class Story:
 
     def labels(self, evaluated: set[str]) -> dict[str, str]:
         """Each run's name in the tables, marked where its writer was trained on a weak signal
-        (`--allow-weak-signal`, per its GRPO manifest) or is scored by its own training signal."""
+        (`--allow-weak-signal`: the evidence its GRPO manifest records, judged by today's
+        `rewards.signal_check.proven`, so a rule made stricter marks earlier runs too) or is scored
+        by its own training signal."""
         out = {}
         for name, (_, writer) in self.runs.items():
             grpo = self.out / ("grpo" if writer == "composite" else f"grpo_{writer}") / "manifest.json"
-            weak = grpo.is_file() and json.loads(grpo.read_text()).get("weak_signal")
+            manifest = json.loads(grpo.read_text()) if grpo.is_file() else {}
+            weak = manifest.get("weak_signal") or any(not proven(e) for e in (manifest.get("signals") or {}).values())
             tags = (["weak signal"] if weak else []) + [f"self-graded by {signal}" for signal, keys
                                                         in SELF_GRADED.get(writer, {}).items()
                                                         if set(keys) & evaluated]

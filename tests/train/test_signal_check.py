@@ -35,7 +35,7 @@ def test_the_reward_models_accuracy_has_an_interval_over_held_out_prompts():
     assert (got["n"], got["prompts"], got["accuracy"]) == (5, 4, 0.8)
     lo, hi = got["ci95"]
     assert lo < 0.8 <= hi <= 1.0 and lo <= 0.5  # 4 prompts, one wrong: not yet above chance
-    assert not proven(got["ci95"])
+    assert not proven({"ci95": got["ci95"], "groups": got["prompts"]})
     one = pairwise_accuracy(ScoreByText({"good": 1.0, "bad": 0.0}), [pair("a"), pair("a")])
     assert one["accuracy"] == 1.0 and one["ci95"] is None  # one prompt: no interval, never a proof
 
@@ -56,9 +56,10 @@ def test_group_bootstrap_resamples_whole_groups():
     assert ci[0] == 0.0 and ci[1] == 1.0
 
 
-def write_rm(tmp_path, ci):
-    (tmp_path / "rm").mkdir()
-    (tmp_path / "rm" / "metrics.json").write_text(json.dumps({"heldout": {"accuracy": 0.6, "ci95": ci, "prompts": 2}}))
+def write_rm(tmp_path, ci, prompts=6):
+    (tmp_path / "rm").mkdir(exist_ok=True)
+    (tmp_path / "rm" / "metrics.json").write_text(json.dumps({"heldout": {"accuracy": 0.6, "ci95": ci,
+                                                                          "prompts": prompts}}))
     return {"reward_model": {"model_dir": str(tmp_path / "rm")}}
 
 
@@ -67,7 +68,7 @@ def test_grpo_refuses_a_reward_model_whose_interval_includes_chance(tmp_path):
     with pytest.raises(UsageError, match=r"CI \[0.300, 0.900\] includes chance.*--allow_weak_signal"):
         check_signals(["reward_model", "length"], options, allow_weak=False)
     found = check_signals(["reward_model", "length"], options, allow_weak=True)
-    assert found == {"reward_model": {"metric": "pairwise accuracy", "value": 0.6, "ci95": [0.3, 0.9], "prompts": 2,
+    assert found == {"reward_model": {"metric": "pairwise accuracy", "value": 0.6, "ci95": [0.3, 0.9], "groups": 6,
                                       "proven": False}}
 
 
@@ -103,7 +104,7 @@ def test_principles_without_a_held_out_measurement_are_refused(tmp_path):
     with pytest.raises(UsageError, match="no held-out measurement"):
         check_signals(["principle_judge"], {}, allow_weak=False)  # no file: the starting set
     path.write_text("principles: [Be vivid.]\nheldout: {auc: 0.7, auc_ci95: [0.52, 0.85], f1: 0.6, "
-                    "f1_ci95: [0.4, 0.8]}\n")
+                    "f1_ci95: [0.4, 0.8], groups: 8}\n")
     assert check_signals(["principle_judge"], options, allow_weak=False)["principle_judge"]["proven"]
 
 
@@ -126,3 +127,34 @@ def test_allow_weak_signal_is_a_trl_style_script_argument():
     script, _, _ = TrlParser((ScriptArguments, GRPOConfig, ModelConfig)).parse_args_and_config(
         ["--config", "configs/grpo/smollm2_cpu_rm.yaml", "--allow_weak_signal", "true"])
     assert script.allow_weak_signal is True
+
+
+def test_an_interval_over_fewer_than_six_groups_proves_nothing(tmp_path):
+    """With 2 held-out prompts the bootstrap's interval is the two prompts' range: a signal at chance
+    puts both above chance 1 time in 4, and passed GRPO's gate (`make signals`' reward model did:
+    0.66, [0.60, 0.75], 2 prompts)."""
+    two = group_bootstrap([[1, 1, 0], [1, 1, 1, 0]], lambda gs: sum(x for g in gs for x in g) / sum(map(len, gs)))
+    assert two == [2 / 3, 0.75]  # the worst and the best prompt: no interval in any useful sense
+    options = write_rm(tmp_path, [0.6, 0.75], prompts=2)
+    with pytest.raises(UsageError, match=r"CI \[0.600, 0.750\], comes from 2 held-out groups: fewer than 6"):
+        check_signals(["reward_model"], options, allow_weak=False)
+    assert not check_signals(["reward_model"], options, allow_weak=True)["reward_model"]["proven"]
+    write_rm(tmp_path, [0.6, 0.75], prompts=6)
+    assert check_signals(["reward_model"], options, allow_weak=False)["reward_model"]["proven"]
+    assert not proven({"ci95": [0.6, 0.75]})  # a record without its group count proves nothing
+
+
+def test_the_story_marks_writers_by_todays_rule_over_their_recorded_evidence(tmp_path):
+    """A GRPO manifest written when 2 prompts still passed says `weak_signal: false`; the tables
+    judge its recorded evidence again, so the writer is marked as the rule now says."""
+    from train.story import Story
+    from train.story_config import SignalsConfig
+
+    recorded = {"grpo": {}, "grpo_rm": {"reward_model": {"ci95": [0.6, 0.75], "prompts": 2, "proven": True}},
+                "grpo_principle": {"principle_judge": {"ci95": [0.6, 0.9], "groups": 8, "proven": True}}}
+    for run, signals in recorded.items():
+        (tmp_path / run).mkdir()
+        (tmp_path / run / "manifest.json").write_text(json.dumps({"weak_signal": False, "signals": signals}))
+    labels = Story(SignalsConfig(out=str(tmp_path))).labels(set())
+    assert (labels["tuned"], labels["tuned_rm"], labels["tuned_principle"]) == (
+        "tuned", "tuned_rm [weak signal]", "tuned_principle")
