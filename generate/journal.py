@@ -45,7 +45,7 @@ def request_key(model: str, req: ChatRequest) -> str:
 
 def numerics_digest(numerics: dict) -> str | None:
     """A short digest of a backend's `numerics()`, as journal rows record it; None when it has none
-    (a remote model, known by its name only)."""
+    (a remote model its server does not list: known by its name only)."""
     if not numerics:
         return None
     blob = json.dumps(numerics, sort_keys=True, ensure_ascii=False, default=str)

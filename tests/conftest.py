@@ -58,6 +58,32 @@ def _offline(monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", guarded)
 
 
+def private_cache(root: Path) -> Path:
+    """`root` as a private SCIFI_CACHE_DIR (its own corpora, embeddings, fetched files) that shares
+    the bundled model converted once in the real cache: converting it again costs ~20 s a test."""
+    from generate.backends.embedded import smollm2_dir
+
+    models = smollm2_dir().parent
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "models").symlink_to(models, target_is_directory=True)
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _no_private_conversion(request):
+    """Refuse a test that converted the bundled model into its own cache (`private_cache` shares it)."""
+    tmp = request.getfixturevalue("tmp_path") if "tmp_path" in request.fixturenames else None
+    yield
+    if tmp is None:
+        return
+    from generate.backends.embedded import NAME
+
+    for top, _, files in os.walk(tmp):  # links are not followed: a shared models/ is not looked into
+        if Path(top).name == "models" and f"{NAME}.lock" in files:  # taken to convert, or to find it converted
+            pytest.fail(f"the test converted the bundled model into {top} (~20 s): give it "
+                        "tests.conftest.private_cache(...) as its SCIFI_CACHE_DIR")
+
+
 @pytest.fixture(scope="session")
 def default_model():
     """The embedded SmolLM2-135M writer, loaded once per test session."""

@@ -46,6 +46,7 @@ import re
 import time
 
 from generate.backends.base import Backend, ChatRequest, Completion, TokenLogprob, TransientBackendError
+from generate.backends.served import served_identity
 from generate.common.errors import UsageError
 from generate.common.ranges import http_url
 from generate.common.secrets import scrub, url_secrets
@@ -68,6 +69,9 @@ log = logging.getLogger(__name__)
 
 
 class OpenAIBackend(Backend):
+    # What the server lists of the model beyond its name (`generate.backends.served`): a resumed run
+    # refuses another model served under the same name; absent where the server lists nothing.
+    NUMERICS = ("served",)
     batch_size = 1
 
     def __init__(self, model: str, *, base_url: str | None = None, api_key: str | None = None,
@@ -91,9 +95,15 @@ class OpenAIBackend(Backend):
         self._logprobs_seen = False  # a reply ever carried the logprobs asked for
         self._logprobs_missing = 0  # replies without the logprobs asked for
         self._length_cap = LENGTH_CAPS[0]  # the second once the server refuses the first (module doc)
+        self._served: dict | None = None
+        self._served_read = False
 
     def describe(self) -> dict:
-        return {**super().describe(), "base_url": self._scrub(self.base_url or "") or None}
+        out = {**super().describe(), "base_url": self._scrub(self.base_url or "") or None}
+        if not self._served_read:  # once per backend: a listing is one more request to the server
+            self._served = served_identity(self.base_url, self._api_key, self.model, self._scrub)
+            self._served_read = True
+        return {**out, "served": self._served} if self._served else out
 
     def _client(self):
         """One client per event loop: an httpx pool must not outlive the loop it was made in."""

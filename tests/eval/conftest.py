@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from generate.common.paths import cache_dir
+from tests.conftest import private_cache
 from tests.embedders import CountingEmbedder
 
 HEADER = (
@@ -46,9 +46,5 @@ def counting_embedder() -> CountingEmbedder:
 @pytest.fixture
 def isolated_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Reference caches go to a temp dir; the converted default model stays shared (no reconversion)."""
-    models = cache_dir("models")
-    root = tmp_path / "cache"
-    root.mkdir()
-    (root / "models").symlink_to(models, target_is_directory=True)
-    monkeypatch.setenv("SCIFI_CACHE_DIR", str(root))
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(private_cache(tmp_path / "cache")))
     monkeypatch.delenv("SCIFI_REFERENCE_DIR", raising=False)

@@ -22,7 +22,7 @@ import pytest
 
 from eval.corpus.manifest import read_manifest
 from eval.corpus.normalise import source_form
-from tests.conftest import REPO, SHARED
+from tests.conftest import REPO, SHARED, private_cache
 
 pytestmark = pytest.mark.slow
 TEXTS = SHARED / "data" / "scifi-reference" / "texts"
@@ -48,12 +48,7 @@ def mirror(tmp_path):
 
 def fresh_env(tmp_path: Path) -> dict[str, str]:
     """No corpus named anywhere, a private cache that shares only the converted bundled model."""
-    from generate.backends.embedded import smollm2_dir
-
-    models = smollm2_dir().parent  # converted once in the real cache; the corpus is what must be fresh
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "models").symlink_to(models, target_is_directory=True)
+    cache = private_cache(tmp_path / "cache")  # the corpus is what must be fresh, not the converted model
     env = {k: v for k, v in os.environ.items() if k != "SCIFI_REFERENCE_DIR"}
     env.update(SCIFI_CACHE_DIR=str(cache), HF_HUB_OFFLINE="1", OMP_NUM_THREADS="2")
     return env

@@ -16,6 +16,7 @@ from generate.common.errors import UsageError
 from rewards import RewardContext, build_rewards
 from rewards.composite import score_batch
 from rewards.text import WRITE
+from tests.conftest import private_cache
 from tests.embedders import CountingEmbedder
 
 PROMPT = "A lighthouse keeper on a tidally locked moon narrates the night the dark side turns toward her."
@@ -135,7 +136,7 @@ def test_eval_cli_and_rewards_agree_with_the_real_models(tmp_path, tiny_corpus, 
     novelty rewards on the same hostile stories (stored cleaned, as generation stores them): same
     values, same gaps. The tiny corpus's chunks (a handful) are fewer than MiniLM's 384 dimensions, so the
     evaluation reports volume_gain missing with that reason and the volume_gain reward is refused."""
-    monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path / "cache"))
+    monkeypatch.setenv("SCIFI_CACHE_DIR", str(private_cache(tmp_path / "cache")))
     monkeypatch.setenv("SCIFI_REFERENCE_DIR", str(tiny_corpus))
     stories = write_stories(tmp_path / "run" / "stories.jsonl", "smollm2-135m-instruct", cleaned=True)
     out = tmp_path / "eval"

@@ -8,7 +8,9 @@ a prompt beyond the context window; one that contains `SHAPE <name>` gets a well
 that shape (`SHAPES`); one that contains `SLOW` is answered after 0.2 s. A model whose name starts
 with `reasoning` refuses `max_tokens` as OpenAI's reasoning models do (`max_completion_tokens`). The server keeps every
 request body (`bodies`) and the most requests it ever held at once (`most_at_once`). Error bodies
-quote the request headers back, as some servers do (the secret tests need that).
+quote the request headers back, as some servers do (the secret tests need that). `GET /v1/models`
+lists `cards` (each listing stamped with the time, as vLLM does); with `cards` None it answers 404,
+as servers without a listing do.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class StubServer:
         self.requests = 0
         self.bodies: list[dict] = []
         self.at_once = self.most_at_once = 0
+        self.cards: list[dict] | None = None
         self.lock = threading.Lock()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self._server.daemon_threads = True
@@ -68,6 +71,12 @@ def _handler(stub: StubServer) -> type[BaseHTTPRequestHandler]:
 
         def log_message(self, format, *args):
             pass
+
+        def do_GET(self):
+            if stub.cards is None or not self.path.endswith("/models"):
+                return self._send(404, {"error": {"message": f"no route {self.path}"}})
+            self._send(200, {"object": "list", "data": [{"object": "model", "created": time.time_ns(), **card}
+                                                        for card in stub.cards]})
 
         def do_POST(self):
             body = json.loads(self.rfile.read(int(self.headers.get("Content-Length") or 0)))

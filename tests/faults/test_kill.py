@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from generate.common.jsonl import read_jsonl
-from tests.conftest import REPO
+from tests.conftest import REPO, private_cache
 from tests.faults.conftest import PYTHON, REVIEW, cli_env, eval_flags, flags
 from tests.faults.kill import kill_and_resume, records
 from tests.faults.proxy import FaultProxy
@@ -78,11 +78,7 @@ def test_benchmark_killed_ten_times(tmp_path, fault_data):
     """The benchmark on the hf backend, whose batched sampling depends on the batch: the resumed
     run's texts cannot equal an uninterrupted run's, so its structure and the journal replay are
     checked instead."""
-    from generate.backends.embedded import smollm2_dir
-
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    (cache / "models").symlink_to(smollm2_dir().parent, target_is_directory=True)
+    private_cache(tmp_path / "cache")
     out = tmp_path / "bench"
     cmd = [REVIEW_LAB, "benchmark", "--frameworks", "single", "review", "--limit", "1", "--max-new-tokens", "8",
            "--reference-dir", str(fault_data["corpus"]), "--out", str(out)]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, private_cache
 from tests.curation.test_retrieval_and_pairs import story, write_jsonl
 from tests.faults.conftest import PYTHON, cli_env
 from tests.faults.kill import kill_and_resume, records
@@ -24,10 +24,7 @@ pytestmark = [pytest.mark.slow]
 @pytest.fixture
 def env(tmp_path):
     """A private cache that shares the converted bundled model (no reconversion per restart)."""
-    from generate.backends.embedded import smollm2_dir
-
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(smollm2_dir().parent, target_is_directory=True)
+    private_cache(tmp_path / "cache")
     return cli_env(tmp_path)
 
 

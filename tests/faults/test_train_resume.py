@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, private_cache
 from tests.faults.conftest import PYTHON, cli_env
 from tests.faults.kill import kill_and_resume
 
@@ -20,10 +20,7 @@ HUB = "hf_hub-9a8b7c6d-secret"
 
 
 def test_grpo_killed_after_a_checkpoint_resumes_to_the_same_final_step(tmp_path):
-    from generate.backends.embedded import smollm2_dir
-
-    (tmp_path / "cache").mkdir()
-    (tmp_path / "cache" / "models").symlink_to(smollm2_dir().parent, target_is_directory=True)
+    private_cache(tmp_path / "cache")
     out = tmp_path / "run"
     cmd = [PYTHON, "-m", "accelerate.commands.launch", "--config_file", str(REPO / "configs/accelerate/cpu.yaml"),
            str(REPO / "train/grpo.py"), "--config", str(REPO / "configs/grpo/smollm2_cpu.yaml"),

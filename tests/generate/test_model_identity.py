@@ -20,13 +20,13 @@ from tests.generate.fakes import RecordingEcho
 from tests.generate.test_provenance import ROWS, write_dataset
 
 
-def tiny_model(directory, seed: int) -> None:
-    """A one-layer Llama with SmolLM2's tokenizer, its weights drawn from `seed`: retraining it is
-    saving another seed into the same directory."""
+def tiny_model(directory, seed: int, tokenizer_dir=None) -> None:
+    """A one-layer Llama with SmolLM2's tokenizer (from `tokenizer_dir`, default the converted bundled
+    model), its weights drawn from `seed`: retraining it is saving another seed into the same directory."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
-    tokenizer = AutoTokenizer.from_pretrained(smollm2_dir())
+    tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir or smollm2_dir())
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=16, intermediate_size=32, num_hidden_layers=1,
                          num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
                          eos_token_id=tokenizer.eos_token_id, bos_token_id=tokenizer.bos_token_id)
@@ -64,8 +64,9 @@ def test_a_run_resumed_after_its_model_was_retrained_in_place_is_refused(tmp_pat
 
 def test_the_embedded_model_is_known_by_its_package_version_not_a_hash(tmp_path, monkeypatch):
     """Hundreds of MB are not hashed: the package that ships the weights names them."""
+    converted = smollm2_dir()  # the real cache's, for the tokenizer: converting anew costs ~20 s
     monkeypatch.setenv("SCIFI_CACHE_DIR", str(tmp_path))
-    tiny_model(embedded_dir(), seed=0)
+    tiny_model(embedded_dir(), seed=0, tokenizer_dir=converted)
 
     def no_hashing(*_):
         raise AssertionError("the embedded model's directory was hashed")

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import private_cache
 from tests.train.conftest import REPO, write_corpus
 
 pytestmark = [pytest.mark.slow, pytest.mark.train]
@@ -24,12 +25,8 @@ ACCELERATE = [sys.executable, "-m", "accelerate.commands.launch"]
 def launch_env(tmp_path_factory) -> dict[str, str]:
     """Offline, one thread per process, a tiny reference corpus, a private cache that shares the
     converted SmolLM2 checkpoint (converting it again would cost a minute per test)."""
-    from generate.backends.embedded import smollm2_dir
-
     root = tmp_path_factory.mktemp("launch")
-    cache = root / "cache"
-    cache.mkdir()
-    (cache / "models").symlink_to(smollm2_dir().parent, target_is_directory=True)
+    cache = private_cache(root / "cache")
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]),
            "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1",
            "SCIFI_CACHE_DIR": str(cache), "SCIFI_REFERENCE_DIR": str(write_corpus(root / "corpus"))}
