@@ -24,6 +24,14 @@ def backend(stub: StubServer) -> OpenAIBackend:
     return OpenAIBackend("writer", base_url=stub.base_url, api_key="k")
 
 
+def generate(stub: StubServer, tmp_path, limit: int) -> None:
+    """A single-agent run of `limit` prompts through the stub into `tmp_path / "run"`."""
+    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
+    cfg = RunConfig(framework="single", model="openai:writer", dataset=str(dataset), out=str(tmp_path / "run"),
+                    limit=limit, max_new_tokens=4)
+    Runner(cfg, model=Model(backend(stub))).run()
+
+
 def test_only_the_fields_that_name_the_weights_are_kept():
     with StubServer() as stub:
         stub.cards = [{"id": "judge", "owned_by": "vllm", "root": "/other"}, CARD]
@@ -49,35 +57,25 @@ def test_an_unreachable_listing_is_no_error():
 
 
 def test_a_run_resumed_against_other_weights_under_the_same_name_is_refused(tmp_path):
-    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
-
-    def run(stub, limit):
-        cfg = RunConfig(framework="single", model="openai:writer", dataset=str(dataset), out=str(tmp_path / "run"),
-                        limit=limit, max_new_tokens=4)
-        return Runner(cfg, model=Model(backend(stub))).run()
-
     with StubServer() as stub:
         stub.cards = [CARD]
-        run(stub, 1)
+        generate(stub, tmp_path, 1)
         manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
         assert manifest["backend"]["served"]["root"] == "/ckpt/step-100"
         stub.cards = [{**CARD, "root": "/ckpt/step-200"}]  # restarted on another checkpoint, same name
         with pytest.raises(UsageError, match=r"another backend numerics \(served.root '/ckpt/step-100' then, "
                                              r"'/ckpt/step-200' now\)"):
-            run(stub, 2)
+            generate(stub, tmp_path, 2)
         assert len((tmp_path / "run" / "stories.jsonl").read_text().splitlines()) == 1
         stub.cards = None  # a listing that cannot be read proves nothing either way: the run goes on
-        run(stub, 2)
+        generate(stub, tmp_path, 2)
     assert len((tmp_path / "run" / "stories.jsonl").read_text().splitlines()) == 2
 
 
 def test_a_journal_does_not_replay_calls_of_other_weights_under_the_same_name(tmp_path):
-    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
     with StubServer() as stub:
         stub.cards = [CARD]
-        cfg = RunConfig(framework="single", model="openai:writer", dataset=str(dataset), out=str(tmp_path / "run"),
-                        limit=1, max_new_tokens=4)
-        Runner(cfg, model=Model(backend(stub))).run()
+        generate(stub, tmp_path, 1)
         rows = Journal(tmp_path / "run" / "calls.jsonl")
         stub.cards = [{**CARD, "root": "/ckpt/step-200"}]
         key = json.loads((tmp_path / "run" / "calls.jsonl").read_text().splitlines()[0])["key"]
