@@ -41,7 +41,7 @@ from generate.common.errors import PartialFailure, UsageError
 from generate.common.jsonl import append_jsonl, read_jsonl
 from generate.common.manifest import sha256_text, write_manifest
 from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, POSITIVE, TOP_P, OneOf, check_options, checked, in_range
-from generate.common.resumable import Resumable, resumable, settings_of, text_hashes
+from generate.common.resumable import Resumable, keep_known, resumable, settings_of, text_hashes
 from generate.common.timing import Timer
 from generate.journal import Journal
 from generate.prompts import WRITER_TEMPLATE, load_prompts
@@ -344,8 +344,8 @@ class Evaluator:
         return {**self.rubric.texts(), f"template:{WRITER_TEMPLATE}": self.prompts.templates[WRITER_TEMPLATE]}
 
     def _write_manifest(self, stories: list[dict], seconds: dict[str, float], recorded: dict) -> None:
-        """Earlier invocations' story hashes and inputs are kept, so that an evaluation resumed with
-        other stories files still refuses a changed text behind any score it holds."""
+        """Earlier invocations' story hashes, inputs and the provenance this one cannot tell (`keep_known`)
+        are kept: a resumed evaluation still refuses a changed text or judge behind any score it holds."""
         hashes = {**(recorded.get("story_sha256") or {}), **{s["story_id"]: story_sha256(s) for s in stories}}
         extra = {
             "inputs": {**(recorded.get("inputs") or {}), **{p: _file_sha256(p) for p in self.cfg.stories}},
@@ -353,7 +353,7 @@ class Evaluator:
             "story_sha256": hashes,
             "judge_backend": None if self.cfg.no_judge else self.judge.model.backend.describe(),
             "surprisal_context": "PromptSet.writer_messages (template single_write)",
-            "provenance": self.provenance(stories),
+            "provenance": keep_known(recorded.get("provenance"), self.provenance(stories)),
             "seconds": seconds,
         }
         write_manifest(self.out, kind="evaluation", config=asdict(self.cfg), seed=self.cfg.seed,

@@ -35,7 +35,7 @@ from generate.common.errors import PartialFailure
 from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, OneOf, checked, in_range
 from generate.common.jsonl import append_jsonl
 from generate.common.manifest import sha256_text, write_manifest
-from generate.common.resumable import NUMERICS_ADVICE, Resumable, done_ids, resumable, text_hashes
+from generate.common.resumable import Resumable, done_ids, resumable, text_hashes
 from generate.datasets import Task, check_dataset, dataset_sha256, load_dataset, spread_over_aspects
 from generate.frameworks import (FRAMEWORKS, REVIEW_VARIANTS, Call, Settings, Step, check_agents, get_framework,
                                   planned_calls)
@@ -225,15 +225,14 @@ class Runner:
         todo = [t for t in self.tasks if t.id not in done and t.id not in final]
         log.info("%s: %d prompts, %d already done, %d failed for good, %d to run", self.cfg.framework,
                  len(self.tasks), len(done & set(self.prompt_sha256)), len(final), len(todo))
-        if todo:  # bf16 or float32 by the CPU: the same command on another machine samples from other logits
-            run.check_provenance("backend numerics", run.recorded.get("backend") or {},
-                                 self.model.backend.resume_numerics(), NUMERICS_ADVICE)
+        # bf16 or float32 by the CPU: the same command on another machine samples from other logits
+        backend = run.check_backend(self.model.backend) if todo else None
         # Phase costs of the earlier invocations (the journal replays their calls), kept and added to.
         carried = recorded_phases(self.out) if (self.out / "calls.jsonl").is_file() else {}
         if run.needs_manifest(todo):
             write_manifest(self.out, kind="generation", config=asdict(self.cfg), seed=self.cfg.seed,
                            templates=self.prompts.texts(),
-                           extra={"backend": self.model.backend.describe() if todo else None,
+                           extra={"backend": backend,
                                   "n_prompts": len(self.tasks), "dataset_sha256": self.dataset_sha256,
                                   "prompts": self.prompt_sha256, **({"phases": carried} if carried else {})})
         journal = Journal(self.out / "calls.jsonl")

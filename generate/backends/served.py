@@ -9,7 +9,9 @@ vLLM's `root` path, `parent` model of a LoRA and `max_model_len`, llama.cpp's `m
 parameter count and file size, every server's `owned_by`); `created` is left out (vLLM stamps each
 listing with the time), and so are permission ids. A server without a listing, or one that lists
 no such model, or one that does not answer within `LISTING_TIMEOUT_S`, leaves the model known by
-its name only, as before: a resumed run is refused only where both listings were read and differ.
+its name only, as before: a resumed run is refused only where both listings were read and differ,
+and an invocation that read none leaves the recorded listing in the manifest
+(`Resumable.check_backend`), so the next one is still compared with it.
 """
 
 from __future__ import annotations

@@ -16,7 +16,10 @@ naming what differs and telling to use another `--out`.
      reference corpus, retrieval sources). Jobs check it only when work is left: results already
      on disk mix with nothing, and finding it out may load a model.
    A value the manifest lacks (recorded before it existed) is unknown, not a change: manifests
-   of older versions keep resuming (e.g. ones holding the removed `engine` option).
+   of older versions keep resuming (e.g. ones holding the removed `engine` option). The other way
+   round, a value this invocation cannot tell (a server's model listing not read this time) stays
+   in the manifest as recorded (`keep_known`, `check_backend`), so a later invocation is still
+   compared with it.
 3. `done`: the ids the append-only JSONL already holds, after cutting a torn last line.
 4. The manifest: `needs_manifest` says when to write it (when work starts, which keeps the
    earlier invocations in `earlier_invocations`; a finished run invoked again keeps the manifest
@@ -75,6 +78,15 @@ def difference(before: Any, now: Any, path: str = "") -> str | None:
     return f"{path + ' ' if path else ''}{before!r} then, {now!r} now"
 
 
+def keep_known(before: Any, now: Any) -> Any:
+    """`now`, plus what `before` recorded that `now` does not tell (a key on its side only, which
+    `difference` takes as unknown): an invocation that cannot tell a value does not erase it from
+    the manifest, else the next one would be compared with nothing."""
+    if isinstance(before, dict) and isinstance(now, dict):
+        return {**before, **{key: keep_known(before.get(key), value) for key, value in now.items()}}
+    return now
+
+
 def done_ids(path: str | Path, key: str, *, group_size: str | None = None) -> set[str]:
     """The `key` values of the records an append-only JSONL holds, after cutting a torn last line.
 
@@ -130,6 +142,21 @@ class Resumable:
         found = difference(before, now)
         if found:
             self.refuse(f"another {what} ({found})", advice)
+
+    def check_backend(self, backend: Any) -> dict[str, Any]:
+        """Refuse a backend whose numerics (or sampling) differ from the manifest's `backend`; returns
+        the description to record: its `describe()`, keeping the recorded numerics it cannot tell now
+        (an OpenAI-compatible server whose listing was not read this time, `generate.backends.served`)."""
+        before = self.recorded.get("backend") or {}
+        self.check_provenance("backend numerics", before, backend.resume_numerics(), NUMERICS_ADVICE)
+        recorded = {k: before[k] for k in backend.NUMERICS if k in before}
+        now = backend.numerics()
+        kept = keep_known(recorded, now)
+        if kept != now:
+            log.warning("%s: the backend cannot tell its %s now; the manifest keeps the recorded ones, which this "
+                        "invocation's calls were not checked against", self.out,
+                        ", ".join(k for k in kept if kept[k] != now.get(k)))
+        return {**backend.describe(), **kept}
 
     def done(self, name: str, key: str, *, group_size: str | None = None) -> set[str]:
         """`done_ids` of the directory's file `name`."""

@@ -38,7 +38,7 @@ from generate.common.inputs import check_file
 from generate.common.jsonl import append_jsonl, read_jsonl, rewrite_jsonl
 from generate.common.manifest import write_manifest
 from generate.common.ranges import AT_LEAST_1, NON_NEGATIVE, TOP_P, OneOf, Range, check_options, checked, in_range
-from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, settings_of, text_hashes
+from generate.common.resumable import Resumable, resumable, settings_of, text_hashes
 from generate.journal import FailureLog, Journal
 from generate.prompts import load_prompts
 from rewards.curation.data import Candidate, agreement, build_pairs, load_candidates
@@ -143,7 +143,7 @@ class Curator:
         if todo:
             self._curate(run, todo, failures)
         elif run.needs_manifest(todo):
-            self._write_manifest(None)
+            self._write_manifest(None, None)
         keys = {c.key for c in candidates}
         judgments = [j for j in read_jsonl(self.out / "judgments.jsonl") if j["key"] in keys]
         pairs = build_pairs(judgments, self.writer.writer_messages)
@@ -167,13 +167,12 @@ class Curator:
         """Refuse other numerics or retrieval sources, then curate `todo` chunk by chunk; after each,
         the manifest's `progress` holds this invocation's judged and failed responses so far."""
         settings = self.settings()
-        run.check_provenance("backend numerics", run.recorded.get("backend") or {},
-                             self.model.backend.resume_numerics(), NUMERICS_ADVICE)
+        backend = run.check_backend(self.model.backend)
         examples, index_fp = self._retrieve(todo)
         if "retrieval" in run.recorded:  # another corpus, exemplars or encoder
             run.check_provenance("retrieval sources", run.recorded["retrieval"], index_fp)
         journal = Journal(self.cfg.journal or self.out / "calls.jsonl")
-        self._write_manifest(index_fp)  # now, so an interrupted run says how it was made
+        self._write_manifest(index_fp, backend)  # now, so an interrupted run says how it was made
         judged = 0
         for start in range(0, len(todo), self.cfg.chunk_responses):
             chunk = todo[start:start + self.cfg.chunk_responses]
@@ -234,12 +233,12 @@ class Curator:
                             "examples": [e.id for e in examples.get(c.prompt_sha256, [])], **result, **cost})
         return records, failures
 
-    def _write_manifest(self, index: dict | None) -> None:
+    def _write_manifest(self, index: dict | None, backend: dict | None) -> None:
         """How the curation is made; its counts are added at the end of every invocation."""
         templates = {**self.prompts.texts(), "template:single_write": self.writer.templates["single_write"]}
         write_manifest(self.out, kind="curation", config=asdict(self.cfg), seed=self.cfg.seed, templates=templates,
                        extra={"retrieval": index, "counts": None,
-                              "backend": self._model.backend.describe() if self._model else None})
+                              "backend": backend})
 
 def _attempts(log_: FailureLog, key: str) -> Callable[[str, str], int]:
     """A call's seed is new only after its own output stayed unusable (deterministic); journals

@@ -51,7 +51,7 @@ from generate.common.errors import PartialFailure, UsageError
 from generate.common.files import write_text_atomic
 from generate.common.manifest import sha256_bytes, write_manifest
 from generate.common.ranges import AT_LEAST_1, FRACTION, NON_NEGATIVE, OneOf, Range, checked, in_range
-from generate.common.resumable import NUMERICS_ADVICE, Resumable, resumable, text_hashes
+from generate.common.resumable import Resumable, resumable, text_hashes
 from generate.journal import Journal, derive_seed
 from rewards.principles.data import ModelOptions, load_labelled, split_examples
 from rewards.principles.metrics import binary_metrics
@@ -136,15 +136,14 @@ class Optimiser:
     def _run(self, run: Resumable) -> Path:
         texts = self._check_resumable(run)
         todo = [it for it in range(self.cfg.iterations + 1) if not self._path(it).is_file()]
-        if todo:  # bf16 or float32 by the CPU: another machine would continue from other logits
-            run.check_provenance("backend numerics", run.recorded.get("backend") or {},
-                                 self.model.backend.resume_numerics(), NUMERICS_ADVICE)
+        # bf16 or float32 by the CPU: another machine would continue from other logits
+        backend = run.check_backend(self.model.backend) if todo else None
         if run.needs_manifest(todo):
             write_manifest(self.out, kind="principle-optimisation", config=asdict(self.cfg), seed=self.cfg.seed,
                            templates={**self.templates.texts(), "start": self.start.to_yaml()},
                            extra={"data_sha256": texts["data_sha256"],
                                   "splits": {"optimisation": len(self.opt), "heldout": len(self.held)},
-                                  "backend": self.model.backend.describe() if todo else None})
+                                  "backend": backend})
         self.journal = Journal(self.out / "calls.jsonl")
         state = self.start
         for it in range(self.cfg.iterations + 1):

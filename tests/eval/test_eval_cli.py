@@ -423,3 +423,31 @@ def test_writer_scored_surprisal_records_its_numerics_and_refuses_to_mix_them(tm
     fakes.models["fake-writer"] = writer_in("bfloat16")
     evaluate([review, single], out, fakes, counting_embedder)  # the same numerics resume
     assert len(rows(out)) == 3
+
+
+
+def judge_serving(fakes: Fakes, root: str | None) -> None:
+    """The judge as an OpenAI-compatible server lists it (`served`; None: its listing was not read)."""
+    judge = fakes.judge
+    judge.NUMERICS = ("served",)
+    judge.describe = lambda: {**type(judge).describe(judge), **({"served": {"root": root}} if root else {})}
+
+
+def test_judge_numerics_an_invocation_cannot_tell_stay_recorded(tmp_path, counting_embedder, isolated_cache) -> None:
+    """A resumed evaluation whose judge cannot tell its numerics (the server's listing not read) keeps
+    the recorded ones in the manifest, so the next invocation is still compared with them."""
+    review, single = write_stories(tmp_path)
+    later = tmp_path / "later.jsonl"
+    later.write_text(json.dumps({**json.loads(single.read_text()), "story_id": "single/p1/later",
+                                 "text": "The ice kept one more name, and it was hers."}) + "\n")
+    fakes = Fakes()
+    judge_serving(fakes, "/ckpt/a")
+    out = evaluate([single], tmp_path / "eval", fakes, counting_embedder)
+    judge_serving(fakes, None)
+    evaluate([review, single], out, fakes, counting_embedder)
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["provenance"]["judge"]["numerics"] == {"served": {"root": "/ckpt/a"}}
+    judge_serving(fakes, "/ckpt/b")
+    with pytest.raises(UsageError, match=r"another judge \(numerics.served.root '/ckpt/a' then, '/ckpt/b' now"):
+        evaluate([review, single, later], out, fakes, counting_embedder)
+    assert len(rows(out)) == 3

@@ -16,6 +16,7 @@ from generate.runner import RunConfig, Runner
 from tests.faults.stub import StubServer
 from tests.generate.test_provenance import ROWS, write_dataset
 
+ROWS3 = [*ROWS, {"id": "p3", "aspect": "Pacing", "prompt": "A lighthouse on a moon without seas."}]
 CARD = {"id": "writer", "owned_by": "vllm", "root": "/ckpt/step-100", "parent": None, "max_model_len": 2048,
         "permission": [{"id": "modelperm-1", "created": 1}]}
 
@@ -26,7 +27,7 @@ def backend(stub: StubServer) -> OpenAIBackend:
 
 def generate(stub: StubServer, tmp_path, limit: int) -> None:
     """A single-agent run of `limit` prompts through the stub into `tmp_path / "run"`."""
-    dataset = write_dataset(tmp_path / "d.jsonl", ROWS)
+    dataset = write_dataset(tmp_path / "d.jsonl", ROWS3)
     cfg = RunConfig(framework="single", model="openai:writer", dataset=str(dataset), out=str(tmp_path / "run"),
                     limit=limit, max_new_tokens=4)
     Runner(cfg, model=Model(backend(stub))).run()
@@ -81,3 +82,18 @@ def test_a_journal_does_not_replay_calls_of_other_weights_under_the_same_name(tm
         key = json.loads((tmp_path / "run" / "calls.jsonl").read_text().splitlines()[0])["key"]
         with pytest.raises(UsageError, match="other backend numerics"):
             rows.get(key, backend(stub).numerics())
+
+
+def test_an_invocation_that_cannot_read_the_listing_keeps_the_recorded_one(tmp_path):
+    """Else the run would record no listing, and the next invocation would be compared with nothing."""
+    with StubServer() as stub:
+        stub.cards = [CARD]
+        generate(stub, tmp_path, 1)
+        stub.cards = None  # not read: this invocation goes on, and the manifest keeps what it knew
+        generate(stub, tmp_path, 2)
+        manifest = json.loads((tmp_path / "run" / "manifest.json").read_text())
+        assert manifest["backend"]["served"]["root"] == "/ckpt/step-100"
+        stub.cards = [{**CARD, "root": "/ckpt/step-200"}]
+        with pytest.raises(UsageError, match=r"served.root '/ckpt/step-100' then, '/ckpt/step-200' now"):
+            generate(stub, tmp_path, 3)
+    assert len((tmp_path / "run" / "stories.jsonl").read_text().splitlines()) == 2

@@ -9,7 +9,7 @@ from generate.backends import Model
 from generate.common.errors import UsageError
 from generate.common.lock import OutputLocked
 from generate.common.manifest import write_manifest
-from generate.common.resumable import Resumable, difference, done_ids, resumable, settings_of, text_hashes
+from generate.common.resumable import Resumable, difference, done_ids, keep_known, resumable, settings_of, text_hashes
 from generate.runner import RunConfig, Runner
 from tests.generate.fakes import RecordingEcho
 
@@ -68,6 +68,15 @@ def test_difference_names_the_first_changed_path():
     assert difference({"a": {"b": 1, "c": 2}}, {"a": {"b": 1, "c": 3}}) == "a.c 2 then, 3 now"
     assert difference({"a": 1, "gone": 2}, {"a": 1, "new": 3}) is None
     assert difference([1, 2], [1, 3]) == "[1, 2] then, [1, 3] now"
+
+
+def test_keep_known_keeps_what_the_record_knew_and_takes_what_is_told_now():
+    before = {"served": {"root": "/a", "meta": {"n": 1}}, "dtype": "bfloat16"}
+    assert keep_known(before, {"dtype": "float32"}) == {"served": {"root": "/a", "meta": {"n": 1}}, "dtype": "float32"}
+    assert keep_known(before, {"served": {"root": "/b"}}) == {"served": {"root": "/b", "meta": {"n": 1}},
+                                                             "dtype": "bfloat16"}
+    assert keep_known(before, {"served": None}) == {"served": None, "dtype": "bfloat16"}  # None is a value
+    assert keep_known(None, {"dtype": "float32"}) == {"dtype": "float32"}
 
 
 def test_done_set_cuts_a_torn_line_and_drops_a_partial_group(tmp_path):
