@@ -21,11 +21,13 @@ import hashlib
 import logging
 import os
 import sys
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import cache
 from pathlib import Path
 
 import torch
+from filelock import FileLock
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
@@ -42,7 +44,6 @@ SOURCES = [Path(__file__).with_name("csrc") / name
 # kernel here ran on one core whatever `torch.get_num_threads()` said.
 FLAGS = ["-O3", "-mavx512f", "-mavx512bw", "-mavx512dq", "-mavx512vl", "-mfma", "-fopenmp"]
 SHAPES = {"groups": (1, 2, 3, 4, 6, 8), "head_dim": (64, 128)}  # what the kernel is compiled for
-STALE_LOCK_S = 600  # a build takes well under a minute; an older lock was left by a killed build
 
 
 def build_dir() -> Path:
@@ -59,15 +60,19 @@ def build_dir() -> Path:
     return path
 
 
-def _clear_stale_lock(path: Path) -> None:
-    """torch waits forever on a build's lock file; a build killed mid-way (Ctrl-C) leaves one."""
-    lock = path / "lock"
-    try:
-        if time.time() - lock.stat().st_mtime > STALE_LOCK_S:
-            lock.unlink()
-            log.warning("decode attention: removed a stale build lock %s", lock)
-    except FileNotFoundError:
-        pass
+@contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """Hold the build folder for torch's `load`. torch guards it with a plain lock file (`lock`)
+    that it takes at every load, built or not, and waits on forever: a process killed while holding
+    it (Ctrl-C mid-build, or a kill during the few milliseconds of an up-to-date check) left every
+    later process waiting. This flock is released by the OS when its holder dies, and every process
+    takes it before torch's: whoever holds it knows a `lock` file there is a dead process's."""
+    with FileLock(str(path / "build.flock")):
+        baton = path / "lock"
+        if baton.exists():
+            baton.unlink(missing_ok=True)
+            log.warning("decode attention: removed the build lock %s of a process that died", baton)
+        yield
 
 
 def _cpu_has_avx512() -> bool:
@@ -84,9 +89,9 @@ def kernel():
         from torch.utils.cpp_extension import load
 
         path = build_dir()
-        _clear_stale_lock(path)
-        return load("scifi_decode_kernels", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS,
-                    extra_ldflags=["-fopenmp"], build_directory=str(path), verbose=False)
+        with build_lock(path):
+            return load("scifi_decode_kernels", sources=[str(s) for s in SOURCES], extra_cflags=FLAGS,
+                        extra_ldflags=["-fopenmp"], build_directory=str(path), verbose=False)
     except Exception as exc:  # noqa: BLE001 (no compiler, no ninja, a failed build: SDPA still works)
         log.warning("decode attention: cannot build %s (%s); decode steps use SDPA", SOURCES[0].parent,
                     str(exc).strip().splitlines()[-1] if str(exc).strip() else type(exc).__name__)
