@@ -57,7 +57,7 @@ class NumericsMismatch(UsageError):
 
     def __init__(self, path: Path, then: str, now: str, fields: list[str]):
         super().__init__(f"{path} holds calls made with other backend numerics (one of {', '.join(fields)} "
-                         f"differs: digest {then} then, {now} now); use another --journal or output directory")
+                         f"differs: digest {then} then, {now} now); use another --out (curate: or another --journal)")
 
 
 def derive_seed(*parts: object) -> int:

@@ -114,8 +114,8 @@ def test_a_journal_refuses_to_replay_calls_made_with_other_numerics(tmp_path):
     assert complete(Journal(path), same) == first and same.requests == []  # replayed
     for other, differs in [(Computing("float32"), "dtype"), (Computing("bfloat16", "b" * 64), "weights")]:
         with pytest.raises(UsageError, match=rf"^{path} holds calls made with other backend numerics \(one of "
-                                             r"dtype, identity differs: .*\); use another --journal or output "
-                                             r"directory$"):
+                                             r"dtype, identity differs: .*\); use another --out \(curate: or "
+                                             r"another --journal\)$"):
             complete(Journal(path), other)
         assert other.requests == [], differs  # nothing asked, nothing mixed in
 
