@@ -65,8 +65,9 @@ def build_lock(path: Path) -> Iterator[None]:
     """Hold the build folder for torch's `load`. torch guards it with a plain lock file (`lock`)
     that it takes at every load, built or not, and waits on forever: a process killed while holding
     it (Ctrl-C mid-build, or a kill during the few milliseconds of an up-to-date check) left every
-    later process waiting (torch issue 189245; newer torch takes an flock itself). This flock is released by the OS when its holder dies, and every process
-    takes it before torch's: whoever holds it knows a `lock` file there is a dead process's."""
+    later process waiting (torch issue 189245; newer torch takes an flock itself). This flock is
+    released by the OS when its holder dies, and every process takes it before torch's: whoever
+    holds it knows a `lock` file there is a dead process's."""
     with FileLock(str(path / "build.flock")):
         baton = path / "lock"
         if baton.exists():
